@@ -1,0 +1,30 @@
+--[[
+  cancelTicket: cancel a waiting ticket, or record a tombstone for an unknown ID.
+  Never leaves a ticket waiting: returns it matched (pairing won) or cancelled.
+
+  KEYS[1]  the app's scope, `<prefix>:{<appId>}:`
+  ARGV[1]  ticket ID
+  ARGV[2]  "1" to honour the test clock
+
+  Returns { "ok", ticketReply }.
+]]
+--- @include "clock"
+--- @include "ticket"
+
+local scope = KEYS[1]
+local id = ARGV[1]
+local now = currentTime(scope, ARGV[2])
+local tkey = ticketKey(scope, id)
+
+local f = redis.call('HMGET', tkey, 's', 'x', 'q')
+if not f[1] then
+  -- Unknown ID: a permanent tombstone, listed app-wide and by ID, never by player.
+  local seq = redis.call('INCR', scope .. 'seq')
+  redis.call('HSET', tkey, 's', 'c', 'rs', 'requested', 'ca', int(now), 'c', int(now), 'n', seq)
+  redis.call('ZADD', scope .. 'all', seq, id)
+elseif f[1] == 'w' then
+  local reason = 'requested'
+  if f[2] and tonumber(f[2]) <= now then reason = 'expired' end
+  cancelWaiting(scope, id, f[3], reason, now)
+end
+return { 'ok', ticketReply(scope, id) }

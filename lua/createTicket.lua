@@ -1,0 +1,81 @@
+--[[
+  createTicket: admit a ticket, or return the current state of an admitted or tombstoned ID.
+
+  KEYS[1]  the app's scope, `<prefix>:{<appId>}:` (every key below it is built in keys.lua)
+  ARGV[1]  ticket ID
+  ARGV[2]  player
+  ARGV[3]  queue key
+  ARGV[4]  queue policy, canonical JSON of {rating?, size}
+  ARGV[5]  payload, canonical JSON
+  ARGV[6]  rating as JSON number text, or "" when unrated
+  ARGV[7]  expiresAt as JSON number text, or "" when it waits indefinitely
+  ARGV[8]  rating policy `initial` ("" when the queue is unrated)
+  ARGV[9]  rating policy `widenPerSecond` ("" when unrated)
+  ARGV[10] rating policy `max` ("" when uncapped or unrated)
+  ARGV[11] "1" to honour the test clock
+
+  Returns { "ok", ticketReply } | { "ticket_conflict" } | { "queue_conflict" }.
+  Order (DESIGN.md): existing ID (tombstone as is; identical input its state; else conflict),
+  then queue policy, then admission. A refusal writes nothing.
+]]
+--- @include "clock"
+--- @include "ticket"
+--- @include "pairing"
+
+local scope = KEYS[1]
+local id, player, queue, policyJson, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local rating, expiresAt = ARGV[6], ARGV[7]
+local now = currentTime(scope, ARGV[11])
+local tkey = ticketKey(scope, id)
+
+local existing = redis.call('HMGET', tkey, 's', 'p', 'q', 'd', 'r', 'x')
+if existing[1] then
+  if not existing[2] then return { 'ok', ticketReply(scope, id) } end -- tombstone, whatever was proposed
+  local same = existing[2] == player and existing[3] == queue and existing[4] == payload
+    and (existing[5] or '') == rating and (existing[6] or '') == expiresAt
+    and redis.call('HGET', scope .. 'qp', queue) == policyJson
+  if not same then return { 'ticket_conflict' } end
+  observeExpiry(scope, id, now)
+  return { 'ok', ticketReply(scope, id) }
+end
+
+local fixedPolicy = redis.call('HGET', scope .. 'qp', queue)
+if fixedPolicy and fixedPolicy ~= policyJson then return { 'queue_conflict' } end
+if not fixedPolicy then redis.call('HSET', scope .. 'qp', queue, policyJson) end
+
+local seq = redis.call('INCR', scope .. 'seq')
+local fields = { 's', 'w', 'p', player, 'q', queue, 'd', payload, 'c', int(now), 'n', seq }
+if rating ~= '' then table.insert(fields, 'r'); table.insert(fields, rating) end
+if expiresAt ~= '' then table.insert(fields, 'x'); table.insert(fields, expiresAt) end
+redis.call('HSET', tkey, unpack(fields))
+redis.call('ZADD', scope .. 'all', seq, id)
+redis.call('ZADD', playerKey(scope, player), seq, id)
+
+if expiresAt ~= '' and tonumber(expiresAt) <= now then
+  -- Already past its cutoff: recorded, never waits, cancelledAt == createdAt.
+  redis.call('HSET', tkey, 's', 'c', 'rs', 'expired', 'ca', int(now))
+  return { 'ok', ticketReply(scope, id) }
+end
+
+retireExpired(scope, queue, now)
+
+local policy = nil
+if ARGV[8] ~= '' then
+  policy = { initial = tonumber(ARGV[8]), widen = tonumber(ARGV[9]), max = nil }
+  if ARGV[10] ~= '' then policy.max = tonumber(ARGV[10]) end
+end
+local partner = nil
+if rating == '' or policy then
+  partner = findPartner(scope, queue, player, rating ~= '' and tonumber(rating) or nil, now, policy)
+end
+
+if partner then
+  local matchId = 'm' .. seq
+  leaveQueue(scope, partner, queue)
+  redis.call('HSET', ticketKey(scope, partner), 's', 'm', 'mi', matchId, 'o', id, 'ma', int(now))
+  redis.call('HSET', tkey, 's', 'm', 'mi', matchId, 'o', partner, 'ma', int(now), 'j', '1')
+else
+  redis.call('ZADD', waitingKey(scope, queue), seq, id)
+  if expiresAt ~= '' then redis.call('ZADD', expiryKey(scope, queue), expiresAt, id) end
+end
+return { 'ok', ticketReply(scope, id) }

@@ -1,0 +1,16 @@
+--[[
+  The one clock of every replica: Redis TIME in milliseconds. With the test switch on
+  (ARGV flag "1", refused by production configuration), a frozen per-app time in the
+  scope's `clock` key wins when it is set.
+]]
+local function currentTime(scope, testClock)
+  if testClock == '1' then
+    local frozen = redis.call('GET', scope .. 'clock')
+    if frozen then return tonumber(frozen) end
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Integers (times, sequences) as decimal text: tostring would switch to exponents.
+local function int(n) return string.format('%.0f', n) end

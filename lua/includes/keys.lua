@@ -1,0 +1,16 @@
+--[[
+  Key layout of one app's matchmaking data, below the app's scope `<prefix>:{<appId>}:`
+  (the TypeScript half is src/redis/keys.ts; the hash tag keeps an app in one slot).
+    seq            string   per-app sequence: creation order of tickets and tombstones
+    all            zset     every ticket and tombstone, score = sequence
+    qp             hash     queue key -> canonical JSON of its fixed policy {rating?, size}
+    clock          string   test-only frozen clock (ms)
+    t:<id>         hash     one ticket (fields in ticket.lua)
+    p:<player>     zset     one player's tickets, score = sequence (tombstones have no player)
+    qw:<queue>     zset     waiting tickets of one queue, score = sequence
+    qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
+]]
+local function ticketKey(scope, id) return scope .. 't:' .. id end
+local function playerKey(scope, player) return scope .. 'p:' .. player end
+local function waitingKey(scope, queue) return scope .. 'qw:' .. queue end
+local function expiryKey(scope, queue) return scope .. 'qx:' .. queue end

@@ -1,0 +1,47 @@
+import type { Response } from 'express';
+
+/** Every error code an HTTP response can carry, with its status (DESIGN.md "HTTP"). The one place that maps errors to HTTP. */
+const STATUS = {
+  invalid_argument: 400,
+  invalid_request: 400,
+  invalid_title: 400,
+  invalid_body: 400,
+  invalid_path: 400,
+  unauthenticated: 401,
+  unauthorized: 403,
+  app_not_verified: 403,
+  push_not_declared: 403,
+  push_muted: 403,
+  not_your_user: 403,
+  not_found: 404,
+  unknown_user: 404,
+  unknown_app: 404,
+  ticket_conflict: 409,
+  queue_conflict: 409,
+  broadcast_not_configured: 409,
+  unavailable: 503,
+  push_not_enabled: 503,
+  internal: 500,
+} as const;
+
+export type ErrorCode = keyof typeof STATUS;
+
+/** A refusal to answer with `{"error": code}`; `detail` goes to the log, never to the caller. */
+export class ApiError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string = code,
+    readonly status: number = STATUS[code],
+  ) {
+    super(detail);
+  }
+}
+
+export function statusOf(code: ErrorCode): number {
+  return STATUS[code];
+}
+
+export function sendError(res: Response, error: ApiError): void {
+  if (res.headersSent) return;
+  res.status(error.status).type('application/json').send(`{"error":${JSON.stringify(error.code)}}`);
+}

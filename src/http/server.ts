@@ -1,0 +1,96 @@
+import type { AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import { pino, type Logger } from 'pino';
+import { AppRegistry } from '../apps/registry.js';
+import type { Config } from '../config.js';
+import { MatchmakingStore } from '../matchmaking/store.js';
+import { createRedis, waitForReady } from '../redis/connection.js';
+import { Keys } from '../redis/keys.js';
+import { createApp, type Services } from './app.js';
+
+export type Role = 'api' | 'worker' | 'all';
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  services: Services;
+  /** Stops accepting, finishes in-flight requests, closes Redis. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  role?: Role;
+  port?: number;
+  host?: string;
+  logger?: Logger;
+}
+
+export function createLogger(config: Config): Logger {
+  return pino({ level: config.logLevel, base: { service: 'versus' } });
+}
+
+export async function createServices(config: Config, logger: Logger): Promise<Services> {
+  const redis = createRedis(config, { name: 'versus-api' });
+  redis.on('error', (error: Error) => logger.debug({ err: error.message }, 'redis connection error'));
+  const keys = new Keys(config.keyPrefix);
+  const matchmaking = new MatchmakingStore(redis, keys, { testClock: config.testClock });
+  // Scripts are loaded on every (re)connection, so a restarted Redis does not see NOSCRIPT first.
+  redis.on('ready', () => {
+    matchmaking.preload().catch((error: Error) => logger.warn({ err: error.message }, 'script preload failed'));
+  });
+  try {
+    await waitForReady(redis, 3000);
+    await matchmaking.preload();
+  } catch (error) {
+    logger.warn({ err: (error as Error).message }, 'Redis not ready at start; serving 503 until it is');
+  }
+  return { config, redis, registry: new AppRegistry(redis, keys), matchmaking, logger };
+}
+
+function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  const logger = options.logger ?? createLogger(config);
+  const services = await createServices(config, logger);
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 }, createApp(services));
+  const address = await listen(server, options.port ?? config.port, options.host ?? config.host);
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+      await services.redis.quit().catch(() => services.redis.disconnect());
+    })();
+    return closing;
+  };
+  logger.info({ url, role: options.role ?? 'api', environment: config.environment }, 'versus listening');
+  return { url, port: address.port, services, close };
+}
+
+/** `versus serve`: runs until SIGTERM or SIGINT, then drains and exits 0. */
+export async function runServe(config: Config, role: Role = 'all'): Promise<void> {
+  const running = await startServer(config, { role });
+  const stop = (signal: string) => {
+    running.services.logger.info({ signal }, 'shutting down');
+    const deadline = setTimeout(() => process.exit(1), 15_000);
+    deadline.unref();
+    running.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
