@@ -1,0 +1,338 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Harness, type TestApp } from '../helpers/harness.js';
+import { ratedQueue, ticket } from '../helpers/tickets.js';
+
+let h: Harness;
+let app: TestApp;
+const T0 = 1_700_000_000_000;
+
+beforeAll(async () => {
+  h = await Harness.start();
+});
+afterAll(async () => {
+  await h.stop();
+});
+beforeEach(async () => {
+  app = await h.registerApp();
+  await h.setClock(app, T0);
+});
+
+const create = (input: unknown) => h.call(app, 'createTicket', input);
+const cancel = (id: string) => h.call(app, 'cancelTicket', { id });
+const list = (input?: unknown) => h.call(app, 'listTickets', input);
+
+describe('createTicket transitions', () => {
+  it('waits when no compatible ticket exists, and is discoverable at once', async () => {
+    const a = ticket();
+    const res = await create(a);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ id: a.id, state: 'waiting', admission: { input: a, createdAt: T0, payload: a.payload } });
+    const page = await list({ id: a.id });
+    expect(page.body.tickets).toEqual([res.body]);
+  });
+
+  it('pairs a new admission with a waiting ticket of another player; both see one match', async () => {
+    const a = ticket({ payload: { seed: 'waiting-wins' } });
+    const b = ticket({ payload: { seed: 'joiner-loses' } });
+    await create(a);
+    await h.setClock(app, T0 + 5000);
+    const joined = await create(b);
+    expect(joined.body.state).toBe('matched');
+    const match = joined.body.match;
+    expect(match).toMatchObject({ queue: 'duel', matchedAt: T0 + 5000, payload: a.payload });
+    expect(typeof match.id).toBe('string');
+    expect(match.tickets).toEqual([
+      { input: a, createdAt: T0, payload: a.payload },
+      { input: b, createdAt: T0 + 5000, payload: a.payload },
+    ]);
+    // The joining ticket's accepted payload is the waiting ticket's.
+    expect(joined.body.admission).toEqual({ input: b, createdAt: T0 + 5000, payload: a.payload });
+    const waiting = (await list({ id: a.id })).body.tickets[0];
+    expect(waiting.state).toBe('matched');
+    expect(waiting.match).toEqual(match);
+    expect(waiting.admission).toEqual({ input: a, createdAt: T0, payload: a.payload });
+  });
+
+  it('is cancelled (expired) at creation when expiresAt is at or before now, with cancelledAt == createdAt', async () => {
+    for (const expiresAt of [T0, T0 - 1]) {
+      const a = ticket({ expiresAt });
+      const res = await create(a);
+      expect(res.body).toEqual({
+        id: a.id,
+        state: 'cancelled',
+        admission: { input: a, createdAt: T0, payload: a.payload },
+        reason: 'expired',
+        cancelledAt: T0,
+      });
+    }
+    // An expired-at-creation ticket never waits: a later admission does not pair with it.
+    const later = await create(ticket());
+    expect(later.body.state).toBe('waiting');
+  });
+
+  it('a ticket whose cutoff is one millisecond ahead waits', async () => {
+    const res = await create(ticket({ expiresAt: T0 + 1 }));
+    expect(res.body.state).toBe('waiting');
+  });
+
+  it('returns a tombstone for an ID cancelled while unknown, whatever is proposed, and fixes no queue policy', async () => {
+    const tomb = await cancel('ghost');
+    expect(tomb.body).toEqual({ id: 'ghost', state: 'cancelled', admission: null, reason: 'requested', cancelledAt: T0 });
+    await h.setClock(app, T0 + 10);
+    const res = await create(ticket({ id: 'ghost', queue: ratedQueue('fresh', { initial: 1, widenPerSecond: 1 }) }));
+    expect(res.body).toEqual(tomb.body);
+    // 'fresh' got no policy from the tombstoned attempt: another policy is accepted.
+    const other = await create(ticket({ queue: { key: 'fresh', size: 2 } }));
+    expect(other.status).toBe(200);
+  });
+});
+
+describe('createTicket idempotency and conflicts', () => {
+  it('returns the current state for identical input, whatever the key order', async () => {
+    const a = ticket({ queue: ratedQueue('rated', { initial: 5, widenPerSecond: 1, max: 50 }), rating: 10, payload: { b: 1, a: [1, { y: 2, x: 1 }] } });
+    const first = await create(a);
+    const reordered = {
+      payload: { a: [1, { x: 1, y: 2 }], b: 1 },
+      rating: 10,
+      queue: { rating: { max: 50, widenPerSecond: 1, initial: 5 }, size: 2, key: 'rated' },
+      player: a.player,
+      id: a.id,
+    };
+    const retry = await create(reordered);
+    expect(retry.status).toBe(200);
+    expect(retry.body).toEqual(first.body);
+  });
+
+  it('a retry after the ticket matched returns the matched state', async () => {
+    const a = ticket();
+    await create(a);
+    const b = await create(ticket());
+    const retry = await create(a);
+    expect(retry.body.state).toBe('matched');
+    expect(retry.body.match).toEqual(b.body.match);
+  });
+
+  it('refuses any changed field with ticket_conflict, also after the ticket became terminal', async () => {
+    const a = ticket({ queue: ratedQueue('r1', { initial: 5, widenPerSecond: 1 }), rating: 3, expiresAt: T0 + 60_000 });
+    await create(a);
+    const changes: Array<Record<string, unknown>> = [
+      { player: 'someone-else' },
+      { payload: { seed: 'other' } },
+      { rating: 4 },
+      { expiresAt: T0 + 60_001 },
+      { queue: ratedQueue('r2', { initial: 5, widenPerSecond: 1 }) },
+      { queue: ratedQueue('r1', { initial: 5, widenPerSecond: 1, max: 9 }) },
+    ];
+    const without = (key: keyof typeof a) => {
+      const copy: Record<string, unknown> = { ...a };
+      delete copy[key];
+      return copy;
+    };
+    for (const change of changes) {
+      const res = await create({ ...a, ...change });
+      expect(res, JSON.stringify(change)).toMatchObject({ status: 409, body: { error: 'ticket_conflict' } });
+    }
+    expect((await create(without('expiresAt'))).body).toEqual({ error: 'ticket_conflict' });
+    await cancel(a.id);
+    expect((await create({ ...a, payload: 'x' })).body).toEqual({ error: 'ticket_conflict' });
+    expect((await create(a)).body.state).toBe('cancelled');
+  });
+
+  it('retries and listings do not attempt new pairings', async () => {
+    const queue = ratedQueue('widening', { initial: 10, widenPerSecond: 1 });
+    const a = ticket({ queue, rating: 100 });
+    const b = ticket({ queue, rating: 200 });
+    await create(a);
+    expect((await create(b)).body.state).toBe('waiting'); // |200-100| > 10
+    await h.setClock(app, T0 + 100_000); // a's tolerance is now 110
+    expect((await create(b)).body.state).toBe('waiting');
+    const listed = (await list()).body.tickets.map((t: { state: string }) => t.state);
+    expect(listed).toEqual(['waiting', 'waiting']);
+    // A new admission does pair, with the oldest compatible ticket (a).
+    const c = await create(ticket({ queue, rating: 200 }));
+    expect(c.body.state).toBe('matched');
+    expect(c.body.match.tickets[0].input.id).toBe(a.id);
+  });
+});
+
+describe('queue policy', () => {
+  it('is fixed by the first accepted input, even an already expired one', async () => {
+    const first = await create(ticket({ queue: ratedQueue('p', { initial: 1, widenPerSecond: 2 }), expiresAt: T0 - 5 }));
+    expect(first.body.state).toBe('cancelled');
+    const unrated = await create(ticket({ queue: { key: 'p', size: 2 } }));
+    expect(unrated).toMatchObject({ status: 409, body: { error: 'queue_conflict' } });
+    const same = await create(ticket({ queue: { size: 2, key: 'p', rating: { widenPerSecond: 2, initial: 1 } } }));
+    expect(same.status).toBe(200);
+  });
+
+  it('treats a policy with max as different from one without, and any changed number as different', async () => {
+    await create(ticket({ queue: ratedQueue('m', { initial: 1, widenPerSecond: 2 }) }));
+    for (const rating of [{ initial: 1, widenPerSecond: 2, max: 100 }, { initial: 2, widenPerSecond: 2 }, { initial: 1, widenPerSecond: 3 }]) {
+      expect((await create(ticket({ queue: ratedQueue('m', rating) }))).body).toEqual({ error: 'queue_conflict' });
+    }
+  });
+
+  it('checks the ID before the policy: a known ID with another policy is a ticket_conflict', async () => {
+    const a = ticket({ queue: { key: 'k', size: 2 } });
+    await create(a);
+    expect((await create({ ...a, queue: ratedQueue('k', { initial: 1, widenPerSecond: 1 }) })).body).toEqual({ error: 'ticket_conflict' });
+  });
+
+  it('refuses a conflicting policy without writing anything', async () => {
+    await create(ticket({ queue: { key: 'only', size: 2 } }));
+    const rejected = ticket({ queue: ratedQueue('only', { initial: 1, widenPerSecond: 1 }) });
+    expect((await create(rejected)).status).toBe(409);
+    expect((await list({ id: rejected.id })).body.tickets).toEqual([]);
+  });
+});
+
+describe('pairing compatibility', () => {
+  it('pairs FIFO among different players: the oldest waiting ticket wins', async () => {
+    const a = ticket({ player: 'p1' });
+    const b = ticket({ player: 'p1' });
+    const c = ticket({ player: 'p2' });
+    await create(a);
+    await create(b); // same player: b waits behind a
+    const joined = await create(c);
+    expect(joined.body.match.tickets[0].input.id).toBe(a.id);
+    const d = await create(ticket({ player: 'p3' }));
+    expect(d.body.match.tickets[0].input.id).toBe(b.id);
+  });
+
+  it('never pairs two tickets of one player, who may hold several', async () => {
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+      const t = ticket({ player: 'solo' });
+      ids.push(t.id);
+      expect((await create(t)).body.state).toBe('waiting');
+    }
+    const other = await create(ticket({ player: 'rival' }));
+    expect(other.body.match.tickets[0].input.id).toBe(ids[0]);
+  });
+
+  it('skips the joining player\'s own older tickets to find another player\'s', async () => {
+    const queue = ratedQueue('skip', { initial: 1, widenPerSecond: 0.001 });
+    await create(ticket({ player: 'me', queue, rating: 100 }));
+    const rival = ticket({ player: 'rival', queue, rating: 0 }); // too far from my first ticket: both wait
+    expect((await create(rival)).body.state).toBe('waiting');
+    const mine = await create(ticket({ player: 'me', queue, rating: 0.5 }));
+    expect(mine.body.match.tickets[0].input.id).toBe(rival.id);
+  });
+
+  it('never pairs rated with unrated tickets in one queue', async () => {
+    const queue = ratedQueue('mixed', { initial: 1000, widenPerSecond: 1 });
+    const unrated = ticket({ queue });
+    await create(unrated);
+    expect((await create(ticket({ queue, rating: 1 }))).body.state).toBe('waiting');
+    const unrated2 = await create(ticket({ queue }));
+    expect(unrated2.body.match.tickets[0].input.id).toBe(unrated.id);
+  });
+
+  it('keeps queues apart', async () => {
+    await create(ticket({ queue: { key: 'x', size: 2 } }));
+    expect((await create(ticket({ queue: { key: 'y', size: 2 } }))).body.state).toBe('waiting');
+  });
+
+  describe('rating tolerance = min(max, initial + widenPerSecond * waitingSeconds)', () => {
+    const policy = { initial: 5, widenPerSecond: 2 };
+
+    async function waitingAt(rating: number, queueKey: string, max?: number) {
+      const queue = ratedQueue(queueKey, max === undefined ? policy : { ...policy, max });
+      const waiting = ticket({ queue, rating });
+      await create(waiting);
+      return { queue, waiting };
+    }
+
+    it('without max: compatible exactly at the boundary, not beyond it', async () => {
+      const { queue } = await waitingAt(100, 'nomax');
+      await h.setClock(app, T0 + 10_000); // tolerance 5 + 2*10 = 25
+      expect((await create(ticket({ queue, rating: 125.5 }))).body.state).toBe('waiting');
+      expect((await create(ticket({ queue, rating: 74.5 }))).body.state).toBe('waiting');
+      expect((await create(ticket({ queue, rating: 125 }))).body.state).toBe('matched');
+    });
+
+    it('without max: the band keeps widening with time', async () => {
+      const { queue } = await waitingAt(0, 'wide');
+      await h.setClock(app, T0 + 1_000_000); // 5 + 2000
+      expect((await create(ticket({ queue, rating: -2005 }))).body.state).toBe('matched');
+    });
+
+    it('with max: the band stops at max', async () => {
+      const { queue } = await waitingAt(100, 'capped', 10);
+      await h.setClock(app, T0 + 10_000); // uncapped would be 25
+      expect((await create(ticket({ queue, rating: 111 }))).body.state).toBe('waiting');
+      expect((await create(ticket({ queue, rating: 110 }))).body.state).toBe('matched');
+    });
+
+    it('uses the waiting ticket\'s wait only: a joining ticket contributes none', async () => {
+      const queue = ratedQueue('joinwait', policy);
+      // b waits long, a joins later: tolerance comes from b's waiting time.
+      const b = ticket({ queue, rating: 0 });
+      await create(b);
+      await h.setClock(app, T0 + 2_000); // b's tolerance 9
+      expect((await create(ticket({ queue, rating: 9.5 }))).body.state).toBe('waiting');
+      // The 9.5 ticket has waited 0 s; a 14 joining now compares with b (9: no) and 9.5 (tolerance 5: |14-9.5|=4.5 yes).
+      const joined = await create(ticket({ queue, rating: 14 }));
+      expect(joined.body.state).toBe('matched');
+      expect(joined.body.match.tickets[0].input.rating).toBe(9.5);
+    });
+
+    it('the oldest compatible ticket wins, not the closest rating', async () => {
+      const queue = ratedQueue('oldest', { initial: 50, widenPerSecond: 1 });
+      const far = ticket({ queue, rating: 40 });
+      const near = ticket({ queue, rating: -30 }); // 70 apart: far and near do not pair
+      await create(far);
+      expect((await create(near)).body.state).toBe('waiting');
+      // Both fit -5 (45 and 25 apart); the older one wins though the younger is closer.
+      const joined = await create(ticket({ queue, rating: -5 }));
+      expect(joined.body.match.tickets[0].input.id).toBe(far.id);
+    });
+  });
+});
+
+describe('cutoffs', () => {
+  it('a waiting ticket cannot match at its cutoff, and a read there expires it', async () => {
+    const a = ticket({ expiresAt: T0 + 1000 });
+    await create(a);
+    await h.setClock(app, T0 + 1000);
+    const joiner = await create(ticket());
+    expect(joiner.body.state).toBe('waiting');
+    const read = await create(a);
+    expect(read.body).toMatchObject({ state: 'cancelled', reason: 'expired', cancelledAt: T0 + 1000 });
+  });
+
+  it('matches one millisecond before the cutoff', async () => {
+    await create(ticket({ expiresAt: T0 + 1000 }));
+    await h.setClock(app, T0 + 999);
+    expect((await create(ticket())).body.state).toBe('matched');
+  });
+
+  it('expires on listTickets with cancelledAt the time of that read, stored once', async () => {
+    const a = ticket({ expiresAt: T0 + 1000 });
+    await create(a);
+    await h.setClock(app, T0 + 5000);
+    const listed = (await list({ id: a.id })).body.tickets[0];
+    expect(listed).toMatchObject({ state: 'cancelled', reason: 'expired', cancelledAt: T0 + 5000 });
+    await h.setClock(app, T0 + 9000);
+    expect((await create(a)).body.cancelledAt).toBe(T0 + 5000);
+    expect((await cancel(a.id)).body.cancelledAt).toBe(T0 + 5000);
+  });
+
+  it('a matched ticket never expires', async () => {
+    const a = ticket({ expiresAt: T0 + 1000 });
+    await create(a);
+    await create(ticket());
+    await h.setClock(app, T0 + 50_000);
+    expect((await create(a)).body.state).toBe('matched');
+    expect((await cancel(a.id)).body.state).toBe('matched');
+  });
+
+  it('an expired ticket is passed over for pairing in favour of a younger live one', async () => {
+    await create(ticket({ expiresAt: T0 + 10, player: 'same' }));
+    const live = ticket({ player: 'same' });
+    expect((await create(live)).body.state).toBe('waiting');
+    await h.setClock(app, T0 + 10);
+    const joined = await create(ticket());
+    expect(joined.body.match.tickets[0].input.id).toBe(live.id);
+  });
+});
