@@ -130,7 +130,8 @@ export function validateRequest(body: unknown): ValidRequest {
       if (envelope.input === undefined) throw new InvalidArgument('input: required');
       return { operation: 'createTicket', ticket: validateTicketInput(envelope.input) };
     case 'listTickets': {
-      const query = envelope.input ?? {};
+      // An omitted input is an empty query; null is not (optional members are omitted, never null).
+      const query = envelope.input === undefined ? {} : envelope.input;
       check(validators.listTickets, query, 'input');
       const q = query as { player?: string; id?: string; cursor?: string };
       if (q.player !== undefined) checkBytes(q.player, LIMITS.playerBytes, 'input.player');

@@ -140,6 +140,7 @@ describe('shapes', () => {
     await expectRefused({ id: '' }, 'listTickets');
     await expectRefused({ cursor: '' }, 'listTickets');
     await expectRefused('x', 'listTickets');
+    await expectRefused(null, 'listTickets');
   });
 
   it('cancelTicket IDs obey the ID limit', async () => {
