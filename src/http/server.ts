@@ -79,9 +79,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   return { url, port: address.port, services, close };
 }
 
-/** `versus serve`: runs until SIGTERM or SIGINT, then drains and exits 0. */
-export async function runServe(config: Config, role: Role = 'all'): Promise<void> {
-  const running = await startServer(config, { role });
+/**
+ * `versus serve`: starts the server and, on SIGTERM or SIGINT, stops accepting, finishes
+ * in-flight requests, closes Redis and exits 0 (1 if draining takes over 15 s).
+ */
+export async function runServe(config: Config, role: Role = 'all', options: StartOptions = {}): Promise<RunningServer> {
+  const running = await startServer(config, { ...options, role });
   const stop = (signal: string) => {
     running.services.logger.info({ signal }, 'shutting down');
     const deadline = setTimeout(() => process.exit(1), 15_000);
@@ -93,4 +96,5 @@ export async function runServe(config: Config, role: Role = 'all'): Promise<void
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  return running;
 }

@@ -79,7 +79,7 @@ export class Harness {
   }
 
   static async start(env: Record<string, string> = {}): Promise<Harness> {
-    const prefix = testPrefix();
+    const prefix = env['VERSUS_KEY_PREFIX'] ?? testPrefix();
     const config = testConfig(prefix, env);
     const server = await startServer(config, { port: 0, host: '127.0.0.1' });
     return new Harness(prefix, config, server);
