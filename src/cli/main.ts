@@ -1,0 +1,187 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { issueManifest } from '../apps/manifest.js';
+import { AppRegistry, type AppRecord } from '../apps/registry.js';
+import { registerManifest, verifyApp } from '../apps/verification.js';
+import { loadConfig, type Config } from '../config.js';
+import { createRedis, waitForReady, type RedisClient } from '../redis/connection.js';
+import { Keys } from '../redis/keys.js';
+import { generateKeyPair } from '../shared/ed25519.js';
+import { canonicalOrigin } from '../shared/origin.js';
+import { createKeyProof, signAppToken } from '../shared/tokens.js';
+import { appKeyFromEnv, appOriginFromEnv } from './env.js';
+
+const USAGE = `versus — head-to-head matchmaking and app notifications
+
+  versus dev                                     Redis, demo app and API in one command
+  versus serve [--role api|worker|all]           run the service (PORT, HOST)
+  versus keygen                                  print a new key pair as JSON
+  versus manifest proof --origin O               sign a key proof with SERVICE_APP_KEY
+  versus manifest issue --origin O --name N --app-key PUB --proof JWS [--push | --push-key PUB] [--staging]
+  versus apps register --manifest FILE|-         verify a manifest in hand and store the app
+  versus apps verify O [--allow-insecure-loopback]
+  versus apps show O
+  versus apps list
+  versus token                                   print a fresh app JWT (SERVICE_APP_KEY, VERSUS_APP_ORIGIN)
+
+Configuration comes from the environment (see README.md).`;
+
+/** A failure to report as one line, exit 1. */
+class CliError extends Error {}
+
+function readStdin(): string {
+  return readFileSync(0, 'utf8');
+}
+
+function need(value: string | undefined, flag: string): string {
+  if (value === undefined || value === '') throw new CliError(`${flag} is required`);
+  return value;
+}
+
+function originArg(value: string | undefined, allowLoopbackHttp = false): string {
+  const origin = need(value, 'an origin');
+  if (canonicalOrigin(origin, { allowLoopbackHttp }) === null) {
+    throw new CliError(`${origin} is not a canonical origin (https://host[:port], lowercase, no path or trailing slash)`);
+  }
+  return origin;
+}
+
+async function withRegistry<T>(config: Config, action: (registry: AppRegistry) => Promise<T>): Promise<T> {
+  const redis: RedisClient = createRedis(config, { name: 'versus-cli' });
+  redis.on('error', () => {});
+  try {
+    await waitForReady(redis, 5000).catch(() => {
+      throw new CliError(`no Redis answers at ${config.redisClusterNodes ? 'REDIS_CLUSTER_NODES' : config.redisUrl}`);
+    });
+    return await action(new AppRegistry(redis, new Keys(config.keyPrefix), 0));
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** The record as operators see it: everything but the manifest text. */
+function shown(record: AppRecord): Omit<AppRecord, 'manifest'> {
+  const { manifest: _manifest, ...rest } = record;
+  return rest;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const [command, sub, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  switch (command) {
+    case 'keygen':
+      process.stdout.write(`${JSON.stringify(generateKeyPair())}\n`);
+      return;
+    case 'token': {
+      const key = need(appKeyFromEnv(), 'SERVICE_APP_KEY');
+      const origin = originArg(appOriginFromEnv());
+      process.stdout.write(`${await signAppToken(key, origin)}\n`);
+      return;
+    }
+    case 'serve': {
+      const { values } = parseArgs({ args: [sub, ...rest].filter((a): a is string => a !== undefined), options: { role: { type: 'string', default: 'all' } } });
+      const role = values.role;
+      if (role !== 'api' && role !== 'worker' && role !== 'all') throw new CliError('--role must be api, worker or all');
+      const { runServe } = await import('../http/server.js');
+      await runServe(loadConfig(), role);
+      return;
+    }
+    case 'dev': {
+      const { runDev } = await import('./dev.js');
+      await runDev();
+      return;
+    }
+    case 'manifest':
+      return manifestCommand(sub, rest);
+    case 'apps':
+      return appsCommand(sub, rest);
+    default:
+      throw new CliError(`unknown command "${command}" (versus --help lists them)`);
+  }
+}
+
+async function manifestCommand(sub: string | undefined, args: string[]): Promise<void> {
+  if (sub === 'proof') {
+    const { values } = parseArgs({ args, options: { origin: { type: 'string' } } });
+    const key = need(appKeyFromEnv(), 'SERVICE_APP_KEY');
+    process.stdout.write(`${await createKeyProof(key, originArg(values.origin, true))}\n`);
+    return;
+  }
+  if (sub === 'issue') {
+    const { values } = parseArgs({
+      args,
+      options: {
+        origin: { type: 'string' },
+        name: { type: 'string' },
+        'app-key': { type: 'string' },
+        proof: { type: 'string' },
+        push: { type: 'boolean', default: false },
+        'push-key': { type: 'string' },
+        staging: { type: 'boolean', default: false },
+      },
+    });
+    if (values.push && values['push-key'] !== undefined) throw new CliError('use --push or --push-key, not both');
+    const config = loadConfig();
+    const push = values['push-key'] ?? (values.push ? true : undefined);
+    const manifest = await issueManifest({
+      signingKey: need(config.signingKey ?? undefined, 'SERVICE_SIGNING_KEY'),
+      origin: originArg(values.origin, true),
+      name: need(values.name, '--name'),
+      appKey: need(values['app-key'], '--app-key'),
+      proof: need(values.proof, '--proof'),
+      ...(push === undefined ? {} : { push }),
+      staging: values.staging,
+    });
+    process.stdout.write(`${manifest}\n`);
+    return;
+  }
+  throw new CliError('usage: versus manifest proof|issue … (versus --help)');
+}
+
+async function appsCommand(sub: string | undefined, args: string[]): Promise<void> {
+  const config = loadConfig();
+  switch (sub) {
+    case 'register': {
+      const { values } = parseArgs({ args, options: { manifest: { type: 'string' } } });
+      const source = need(values.manifest, '--manifest');
+      const jws = source === '-' ? readStdin() : readFileSync(source, 'utf8');
+      const record = await withRegistry(config, (registry) => registerManifest(jws, { registry, config }));
+      process.stdout.write(`registered ${record.origin} (${record.name}, ${record.environment})\n`);
+      return;
+    }
+    case 'verify': {
+      const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { 'allow-insecure-loopback': { type: 'boolean', default: false } } });
+      const allow = values['allow-insecure-loopback'];
+      const origin = need(positionals[0], 'an origin');
+      const record = await withRegistry(config, (registry) => verifyApp(origin, { registry, config, allowInsecureLoopback: allow }));
+      process.stdout.write(`verified ${record.origin} (${record.name}, ${record.environment})\n`);
+      return;
+    }
+    case 'show': {
+      const origin = originArg(args[0], true);
+      const record = await withRegistry(config, (registry) => registry.fetch(origin));
+      if (!record) throw new CliError(`no app ${origin}`);
+      process.stdout.write(`${JSON.stringify(shown(record), null, 2)}\n`);
+      return;
+    }
+    case 'list': {
+      const records = await withRegistry(config, (registry) => registry.list());
+      for (const r of records) {
+        process.stdout.write(`${r.origin}\t${r.name}\t${r.environment}\t${r.verified ? 'verified' : 'unverified'}\tpush=${r.push === false ? 'no' : 'yes'}\n`);
+      }
+      return;
+    }
+    default:
+      throw new CliError('usage: versus apps register|verify|show|list … (versus --help)');
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+  process.stderr.write(`versus: ${message}\n`);
+  process.exit(1);
+});
