@@ -328,11 +328,15 @@ describe('cutoffs', () => {
   });
 
   it('an expired ticket is passed over for pairing in favour of a younger live one', async () => {
-    await create(ticket({ expiresAt: T0 + 10, player: 'same' }));
+    const stale = ticket({ expiresAt: T0 + 10, player: 'same' });
+    await create(stale);
     const live = ticket({ player: 'same' });
     expect((await create(live)).body.state).toBe('waiting');
     await h.setClock(app, T0 + 10);
     const joined = await create(ticket());
     expect(joined.body.match.tickets[0].input.id).toBe(live.id);
+    // Considered for pairing at its cutoff: it was expired then, and that time is kept.
+    await h.setClock(app, T0 + 500);
+    expect((await list({ id: stale.id })).body.tickets[0]).toMatchObject({ state: 'cancelled', reason: 'expired', cancelledAt: T0 + 10 });
   });
 });
