@@ -16,7 +16,7 @@ local id = ARGV[1]
 local now = currentTime(scope, ARGV[2])
 local tkey = ticketKey(scope, id)
 
-local f = redis.call('HMGET', tkey, 's', 'x', 'q')
+local f = redis.call('HMGET', tkey, 's', 'x')
 if not f[1] then
   -- Unknown ID: a permanent tombstone, listed app-wide and by ID, never by player.
   local seq = redis.call('INCR', scope .. 'seq')
@@ -25,6 +25,6 @@ if not f[1] then
 elseif f[1] == 'w' then
   local reason = 'requested'
   if f[2] and tonumber(f[2]) <= now then reason = 'expired' end
-  cancelWaiting(scope, id, f[3], reason, now)
+  cancelWaiting(scope, id, reason, now)
 end
 return { 'ok', ticketReply(scope, id) }

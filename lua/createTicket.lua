@@ -64,18 +64,15 @@ if ARGV[8] ~= '' then
   policy = { initial = tonumber(ARGV[8]), widen = tonumber(ARGV[9]), max = nil }
   if ARGV[10] ~= '' then policy.max = tonumber(ARGV[10]) end
 end
-local partner = nil
-if rating == '' or policy then
-  partner = findPartner(scope, queue, player, rating ~= '' and tonumber(rating) or nil, now, policy)
-end
+local rated = rating ~= ''
+local partner = findPartner(scope, queue, player, rated and tonumber(rating) or nil, now, policy)
 
 if partner then
   local matchId = 'm' .. seq
-  leaveQueue(scope, partner, queue)
+  leaveQueue(scope, partner, queue, redis.call('HGET', ticketKey(scope, partner), 'p'), rated)
   redis.call('HSET', ticketKey(scope, partner), 's', 'm', 'mi', matchId, 'o', id, 'ma', int(now))
   redis.call('HSET', tkey, 's', 'm', 'mi', matchId, 'o', partner, 'ma', int(now), 'j', '1')
 else
-  redis.call('ZADD', waitingKey(scope, queue), seq, id)
-  if expiresAt ~= '' then redis.call('ZADD', expiryKey(scope, queue), expiresAt, id) end
+  joinQueue(scope, id, queue, player, rated, seq, expiresAt)
 end
 return { 'ok', ticketReply(scope, id) }

@@ -7,10 +7,16 @@
     clock          string   test-only frozen clock (ms)
     t:<id>         hash     one ticket (fields in ticket.lua)
     p:<player>     zset     one player's tickets, score = sequence (tombstones have no player)
-    qw:<queue>     zset     waiting tickets of one queue, score = sequence
+    qw:<queue>     zset     waiting RATED tickets of one queue, score = sequence
+    qh:<queue>     zset     "player heads": player -> sequence of that player's oldest waiting
+                            UNRATED ticket in the queue (finds another player's oldest in O(log n))
+    qo:<n>:<queue><player>  zset  one player's waiting unrated tickets in one queue, score =
+                            sequence (<n> is the queue key's length, so the name is unambiguous)
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
 ]]
 local function ticketKey(scope, id) return scope .. 't:' .. id end
 local function playerKey(scope, player) return scope .. 'p:' .. player end
 local function waitingKey(scope, queue) return scope .. 'qw:' .. queue end
 local function expiryKey(scope, queue) return scope .. 'qx:' .. queue end
+local function headsKey(scope, queue) return scope .. 'qh:' .. queue end
+local function ownKey(scope, queue, player) return scope .. 'qo:' .. #queue .. ':' .. queue .. player end

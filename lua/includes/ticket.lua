@@ -11,34 +11,57 @@
 ]]
 --- @include "keys"
 
--- Takes a waiting ticket out of its queue's indexes (on match, cancel or expiry).
-local function leaveQueue(scope, id, queue)
-  redis.call('ZREM', waitingKey(scope, queue), id)
+-- Puts a new waiting ticket into its queue's indexes.
+local function joinQueue(scope, id, queue, player, rated, seq, expiresAt)
+  if rated then
+    redis.call('ZADD', waitingKey(scope, queue), seq, id)
+  else
+    redis.call('ZADD', ownKey(scope, queue, player), seq, id)
+    -- NX: a player's existing head is older than any new ticket.
+    redis.call('ZADD', headsKey(scope, queue), 'NX', seq, player)
+  end
+  if expiresAt ~= '' then redis.call('ZADD', expiryKey(scope, queue), expiresAt, id) end
+end
+
+-- Takes a waiting ticket out of its queue's indexes (on match, cancel or expiry): O(log n).
+local function leaveQueue(scope, id, queue, player, rated)
+  if rated then
+    redis.call('ZREM', waitingKey(scope, queue), id)
+  else
+    local own = ownKey(scope, queue, player)
+    local head = redis.call('ZRANGE', own, 0, 0)[1]
+    redis.call('ZREM', own, id)
+    if head == id then
+      local nextHead = redis.call('ZRANGE', own, 0, 0, 'WITHSCORES')
+      if #nextHead == 0 then
+        redis.call('ZREM', headsKey(scope, queue), player)
+      else
+        redis.call('ZADD', headsKey(scope, queue), nextHead[2], player)
+      end
+    end
+  end
   redis.call('ZREM', expiryKey(scope, queue), id)
 end
 
-local function cancelWaiting(scope, id, queue, reason, now)
-  redis.call('HSET', ticketKey(scope, id), 's', 'c', 'rs', reason, 'ca', int(now))
-  leaveQueue(scope, id, queue)
+local function cancelWaiting(scope, id, reason, now)
+  local tkey = ticketKey(scope, id)
+  local f = redis.call('HMGET', tkey, 'q', 'p', 'r')
+  redis.call('HSET', tkey, 's', 'c', 'rs', reason, 'ca', int(now))
+  leaveQueue(scope, id, f[1], f[2], f[3] ~= false)
 end
 
 -- A read evaluates expiry: a waiting ticket at or past its cutoff becomes cancelled (expired).
 local function observeExpiry(scope, id, now)
-  local f = redis.call('HMGET', ticketKey(scope, id), 's', 'x', 'q')
+  local f = redis.call('HMGET', ticketKey(scope, id), 's', 'x')
   if f[1] == 'w' and f[2] and tonumber(f[2]) <= now then
-    cancelWaiting(scope, id, f[3], 'expired', now)
+    cancelWaiting(scope, id, 'expired', now)
   end
 end
 
--- Retires every waiting ticket of a queue whose cutoff is at or before now.
+-- Retires every waiting ticket of a queue whose cutoff is at or before now (O(log n) each).
 local function retireExpired(scope, queue, now)
-  local xkey = expiryKey(scope, queue)
-  local due = redis.call('ZRANGEBYSCORE', xkey, '-inf', now)
-  for i = 1, #due do
-    redis.call('HSET', ticketKey(scope, due[i]), 's', 'c', 'rs', 'expired', 'ca', int(now))
-    redis.call('ZREM', waitingKey(scope, queue), due[i])
-  end
-  if #due > 0 then redis.call('ZREMRANGEBYSCORE', xkey, '-inf', now) end
+  local due = redis.call('ZRANGEBYSCORE', expiryKey(scope, queue), '-inf', int(now))
+  for i = 1, #due do cancelWaiting(scope, due[i], 'expired', now) end
 end
 
 -- Reply for one ticket: { id, its fields, the other ticket's fields (matched), queue policy }.

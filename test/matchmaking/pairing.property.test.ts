@@ -1,0 +1,152 @@
+import fc from 'fast-check';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { MatchmakingStore } from '../../src/matchmaking/store.js';
+import { queuePolicyJson } from '../../src/matchmaking/validation.js';
+import { Keys } from '../../src/redis/keys.js';
+import { canonicalJson } from '../../src/shared/json.js';
+import type { Queue, TicketInput } from '../../src/shared/matchmaking-types.js';
+import { deleteKeys, testPrefix } from '../helpers/harness.js';
+import { redisUrl } from '../setup/redis-url.js';
+
+/**
+ * The pairing rule, written plainly from the spec: the oldest waiting ticket (admission order)
+ * of another player, not past its cutoff, both unrated or both rated within
+ * min(max, initial + widenPerSecond * waitingSeconds) of the waiting ticket.
+ */
+interface Waiting {
+  id: string;
+  player: string;
+  rating?: number;
+  createdAt: number;
+  expiresAt?: number;
+}
+
+class ReferenceQueue {
+  waiting: Waiting[] = [];
+  constructor(private readonly policy: Queue['rating']) {}
+
+  private compatible(w: Waiting, player: string, rating: number | undefined, now: number): boolean {
+    if (w.player === player) return false;
+    if (w.expiresAt !== undefined && now >= w.expiresAt) return false;
+    if ((w.rating === undefined) !== (rating === undefined)) return false;
+    if (rating === undefined || w.rating === undefined) return true;
+    const p = this.policy!;
+    let tolerance = p.initial + p.widenPerSecond * ((now - w.createdAt) / 1000);
+    if (p.max !== undefined && tolerance > p.max) tolerance = p.max;
+    return Math.abs(rating - w.rating) <= tolerance;
+  }
+
+  /** Returns the outcome of an admission: 'cancelled' (expired at creation), 'waiting', or the partner's ID. */
+  admit(t: Waiting, now: number): string {
+    if (t.expiresAt !== undefined && t.expiresAt <= now) return 'cancelled';
+    const index = this.waiting.findIndex((w) => this.compatible(w, t.player, t.rating, now));
+    if (index === -1) {
+      this.waiting.push(t);
+      return 'waiting';
+    }
+    return this.waiting.splice(index, 1)[0]!.id;
+  }
+
+  cancel(id: string): void {
+    this.waiting = this.waiting.filter((w) => w.id !== id);
+  }
+}
+
+type Command =
+  | { kind: 'advance'; ms: number }
+  | { kind: 'create'; player: number; rated: boolean; rating: number; cutoffIn: number | null }
+  | { kind: 'cancel'; pick: number };
+
+const commandArb: fc.Arbitrary<Command> = fc.oneof(
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('advance' as const), ms: fc.constantFrom(0, 1, 250, 500, 1000, 2500) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('create' as const),
+      player: fc.integer({ min: 0, max: 3 }),
+      rated: fc.boolean(),
+      rating: fc.integer({ min: 0, max: 12 }).map((n) => n / 2),
+      cutoffIn: fc.option(fc.constantFrom(0, 1, 250, 500, 1000), { nil: null }),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), pick: fc.nat() }) },
+);
+
+const policyArb = fc.record(
+  {
+    initial: fc.constantFrom(0, 0.5, 1, 2),
+    widenPerSecond: fc.constantFrom(0.5, 1, 2),
+    max: fc.constantFrom(1, 2, 3),
+  },
+  { requiredKeys: ['initial', 'widenPerSecond'] },
+).map((p) => (p.max !== undefined && p.max < p.initial ? { ...p, max: p.initial } : p));
+
+const prefix = testPrefix();
+const keys = new Keys(prefix);
+let redis: Redis;
+let store: MatchmakingStore;
+
+beforeAll(async () => {
+  redis = new Redis(redisUrl());
+  const config = loadConfig({ REDIS_URL: redisUrl(), VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1' });
+  store = new MatchmakingStore(redis, keys, { testClock: config.testClock });
+  await store.preload();
+});
+afterAll(async () => {
+  await deleteKeys(redis, prefix);
+  await redis.quit();
+});
+
+let runCounter = 0;
+
+async function runSequence(policy: Queue['rating'], commands: Command[]): Promise<void> {
+  runCounter += 1;
+  const appId = `prop${runCounter}`;
+  const queue: Queue = { key: 'q', size: 2, rating: policy! };
+  const reference = new ReferenceQueue(policy);
+  const admitted: string[] = [];
+  let now = 1_000_000;
+  await redis.set(keys.testClock(appId), String(now));
+  for (const [step, command] of commands.entries()) {
+    if (command.kind === 'advance') {
+      now += command.ms;
+      await redis.set(keys.testClock(appId), String(now));
+      continue;
+    }
+    if (command.kind === 'cancel') {
+      if (admitted.length === 0) continue;
+      const id = admitted[command.pick % admitted.length]!;
+      const ticket = JSON.parse(await store.cancelTicket(appId, id));
+      expect(ticket.state, `step ${step}: cancel ${id}`).not.toBe('waiting');
+      reference.cancel(id);
+      continue;
+    }
+    const id = `t${step}`;
+    const input: TicketInput = {
+      id,
+      player: `p${command.player}`,
+      queue,
+      payload: step,
+      ...(command.rated ? { rating: command.rating } : {}),
+      ...(command.cutoffIn === null ? {} : { expiresAt: now + command.cutoffIn }),
+    };
+    const outcome = await store.createTicket(appId, { input, policyJson: queuePolicyJson(queue), payloadJson: canonicalJson(step) });
+    if (!('ticket' in outcome)) throw new Error(`unexpected ${outcome.conflict}`);
+    const ticket = JSON.parse(outcome.ticket);
+    const actual = ticket.state === 'matched' ? ticket.match.tickets[0].input.id : ticket.state;
+    const expected = reference.admit({ id, player: input.player, createdAt: now, ...(input.rating === undefined ? {} : { rating: input.rating }), ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt }) }, now);
+    expect(actual, `step ${step}: ${JSON.stringify(command)} at ${now}`).toBe(expected);
+    admitted.push(id);
+  }
+}
+
+describe('the indexed pairing engine agrees with the reference rule', () => {
+  it('on 1000 random sequences (ties, same-player floods, exact tolerance boundaries, cutoffs at now)', async () => {
+    await fc.assert(
+      fc.asyncProperty(policyArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, commands) => runSequence(policy, commands)),
+      { numRuns: 1000, ...(process.env['VERSUS_PROPERTY_SEED'] ? { seed: Number(process.env['VERSUS_PROPERTY_SEED']) } : {}) },
+    );
+  });
+});
