@@ -17,6 +17,24 @@ const MAX_TOKEN_CHARS = 2048;
 
 const keyObjects = new Map<string, KeyObject>();
 
+/**
+ * Tokens already verified, kept until they expire: a client reuses its token for up to a
+ * minute, and verifying an Ed25519 signature costs more than the rest of a request's auth.
+ * An entry remembers the key that verified it, so a rotated or removed key, or an app that
+ * is no longer verified, stops it at once (the app record is always read, cached 2 s).
+ */
+const verifiedTokens = new Map<string, { origin: string; appKey: string; exp: number }>();
+const MAX_VERIFIED_TOKENS = 50_000;
+
+function rememberToken(token: string, origin: string, appKey: string, exp: number): void {
+  if (verifiedTokens.size >= MAX_VERIFIED_TOKENS) {
+    const now = Date.now() / 1000;
+    for (const [key, entry] of verifiedTokens) if (entry.exp + TOKEN_LEEWAY_S < now) verifiedTokens.delete(key);
+    if (verifiedTokens.size >= MAX_VERIFIED_TOKENS) verifiedTokens.clear();
+  }
+  verifiedTokens.set(token, { origin, appKey, exp });
+}
+
 /** KeyObjects for stored app keys, built once per key. */
 export function keyObjectFor(publicKeyBase58: string): KeyObject | null {
   let key = keyObjects.get(publicKeyBase58);
@@ -58,6 +76,16 @@ export async function authenticateApp(
   const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/.exec(authorization);
   if (!match || match[1]!.length > MAX_TOKEN_CHARS) throw new AuthError('unauthenticated', 'malformed bearer token');
   const token = match[1]!;
+  const known = verifiedTokens.get(token);
+  if (known) {
+    if (known.exp + TOKEN_LEEWAY_S < Date.now() / 1000) {
+      verifiedTokens.delete(token);
+      throw new AuthError('unauthenticated', 'token expired');
+    }
+    const app = await registry.get(known.origin);
+    if (isVerifiedFor(app, environment) && app.appKey === known.appKey) return app;
+    verifiedTokens.delete(token);
+  }
   let iss: unknown;
   try {
     const header = decodeProtectedHeader(token);
@@ -74,6 +102,7 @@ export async function authenticateApp(
   }
   const key = keyObjectFor(app.appKey);
   if (!key) throw new AuthError('app_not_verified', 'stored app key is unusable');
+  let exp: number;
   try {
     const { payload } = await jwtVerify(token, key, {
       algorithms: ['EdDSA'],
@@ -84,8 +113,10 @@ export async function authenticateApp(
       requiredClaims: ['iat', 'exp'],
     });
     if (!checkTokenTimes(payload.iat, payload.exp)) throw new Error('lifetime');
+    exp = payload.exp as number;
   } catch {
     throw new AuthError('unauthenticated', 'token signature, audience or lifetime is invalid');
   }
+  rememberToken(token, iss, app.appKey, exp);
   return app;
 }
