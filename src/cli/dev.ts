@@ -1,13 +1,12 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Redis } from 'ioredis';
 import { issueManifest } from '../apps/manifest.js';
 import { AppRegistry } from '../apps/registry.js';
 import { registerManifest } from '../apps/verification.js';
 import { loadConfig, type Config } from '../config.js';
 import { startServer } from '../http/server.js';
-import { createRedis, waitForReady } from '../redis/connection.js';
+import { createRedis, redisAnswers, waitForReady } from '../redis/connection.js';
 import { Keys } from '../redis/keys.js';
 import { generateKeyPair, parseSecretKey } from '../shared/ed25519.js';
 import { isLoopbackHostname } from '../shared/origin.js';
@@ -38,18 +37,6 @@ function loadDevState(devDir: string): DevState {
   return state;
 }
 
-async function redisAnswers(url: string): Promise<boolean> {
-  const probe = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
 
 /** Uses the Redis at REDIS_URL, else starts the local redis-server binary on that loopback port. */
 async function ensureRedis(config: Config, devDir: string, log: (line: string) => void): Promise<ChildProcess | null> {

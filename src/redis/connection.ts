@@ -66,3 +66,17 @@ export function isRedisUnavailableError(error: unknown): boolean {
 export function masters(client: RedisClient): Redis[] {
   return client instanceof Cluster ? client.nodes('master') : [client];
 }
+
+/** True when a Redis answers PING at `url` within about a second and a half. */
+export async function redisAnswers(url: string): Promise<boolean> {
+  const probe = new Redis(url, { lazyConnect: true, connectTimeout: 1500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  probe.on('error', () => {});
+  try {
+    await probe.connect();
+    return (await probe.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}

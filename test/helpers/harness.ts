@@ -62,6 +62,26 @@ export async function signToken(secretKey: string, origin: string, options: Toke
     .sign(privateKeyObject(pair));
 }
 
+/** A verified production app's record, as manifest verification would store it; override any field. */
+export function verifiedAppRecord(appKey: string, options: Partial<AppRecord> = {}): AppRecord {
+  const origin = options.origin ?? `https://app-${randomUUID().slice(0, 8)}.example`;
+  return {
+    origin,
+    appId: appIdOf(origin),
+    name: 'Test App',
+    appKey,
+    push: true,
+    environment: 'production',
+    verified: true,
+    manifest: 'test',
+    verifiedAt: Date.now(),
+    pushMuted: false,
+    audienceDays: null,
+    userDays: DEFAULT_USER_DAYS,
+    ...options,
+  };
+}
+
 /** A running API with its own prefix, a test clock, and helpers to register apps. */
 export class Harness {
   readonly keys: Keys;
@@ -91,30 +111,15 @@ export class Harness {
 
   /** Stores a verified app record directly (manifest verification is tested on its own). */
   async registerApp(options: Partial<AppRecord> = {}): Promise<TestApp> {
-    const origin = options.origin ?? `https://app-${randomUUID().slice(0, 8)}.example`;
     const keys = generateKeyPair();
-    const record: AppRecord = {
-      origin,
-      appId: appIdOf(origin),
-      name: 'Test App',
-      appKey: keys.publicKey,
-      push: true,
-      environment: 'production',
-      verified: true,
-      manifest: 'test',
-      verifiedAt: Date.now(),
-      pushMuted: false,
-      audienceDays: null,
-      userDays: DEFAULT_USER_DAYS,
-      ...options,
-    };
+    const record = verifiedAppRecord(keys.publicKey, options);
     await this.registry.put(record);
     return {
-      origin,
+      origin: record.origin,
       appId: record.appId,
       secretKey: keys.secretKey,
       publicKey: keys.publicKey,
-      token: () => signToken(keys.secretKey, origin),
+      token: () => signToken(keys.secretKey, record.origin),
     };
   }
 

@@ -7,11 +7,11 @@ import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppRegistry, DEFAULT_USER_DAYS, type AppRecord } from '../../src/apps/registry.js';
-import { appIdOf, Keys } from '../../src/redis/keys.js';
+import { AppRegistry } from '../../src/apps/registry.js';
+import { Keys } from '../../src/redis/keys.js';
 import { generateKeyPair } from '../../src/shared/ed25519.js';
 import type { Json, TicketInput } from '../../src/shared/matchmaking-types.js';
-import { deleteKeys, signToken, testPrefix } from '../helpers/harness.js';
+import { deleteKeys, signToken, testPrefix, verifiedAppRecord } from '../helpers/harness.js';
 import { checkInvariants, formatViolations, type Observation, type Rule } from '../helpers/invariants.js';
 import { spawnApi, type SpawnedApi } from '../helpers/processes.js';
 import { redisUrl } from '../setup/redis-url.js';
@@ -139,20 +139,7 @@ describe('two API processes sharing one Redis', () => {
 
   beforeAll(async () => {
     redis = new Redis(redisUrl());
-    const record: AppRecord = {
-      origin,
-      appId: appIdOf(origin),
-      name: 'Race App',
-      appKey: keyPair.publicKey,
-      push: false,
-      environment: 'production',
-      verified: true,
-      manifest: 'test',
-      verifiedAt: Date.now(),
-      pushMuted: false,
-      audienceDays: null,
-      userDays: DEFAULT_USER_DAYS,
-    };
+    const record = verifiedAppRecord(keyPair.publicKey, { origin, name: 'Race App', push: false });
     await new AppRegistry(redis, new Keys(prefix), 0).put(record);
     const env = { REDIS_URL: redisUrl(), VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' };
     const started = await Promise.allSettled([spawnApi(env), spawnApi(env)]);

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import { redisAnswers } from '../../src/redis/connection.js';
 import type { TestProject } from 'vitest/node';
 
 /**
@@ -6,25 +6,13 @@ import type { TestProject } from 'vitest/node';
  * else a testcontainers Redis where a Docker engine runs; else it stops with one line that
  * says how to get Redis. Tests read the URL with redisUrl() (test/setup/redis-url.ts).
  */
-async function answers(url: string): Promise<boolean> {
-  const client = new Redis(url, { lazyConnect: true, connectTimeout: 1500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    return (await client.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    client.disconnect();
-  }
-}
 
 const HOW_TO = 'No Redis for the tests: install redis-server (apt-get install redis-server) and start it, or run `docker compose up redis`, or set REDIS_URL.';
 
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | void> {
   const candidates = [process.env['REDIS_URL'], 'redis://127.0.0.1:6379'].filter((u): u is string => Boolean(u));
   for (const url of candidates) {
-    if (await answers(url)) {
+    if (await redisAnswers(url)) {
       process.env['REDIS_URL'] = url;
       project.provide('redisUrl', url);
       return;
