@@ -25,7 +25,17 @@ export interface IssueOptions {
   proof: string;
   push?: true | string;
   staging?: boolean;
+  /** Issue time in seconds (default: now). */
+  now?: number;
+  /** @deprecated alias of `now`. */
   nowSeconds?: number;
+}
+
+/** One line describing why jose refused a JWS (its messages are single lines already). */
+function joseReason(error: unknown): { code: string; message: string } {
+  const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : '';
+  const message = error instanceof Error ? error.message.split('\n')[0]! : String(error);
+  return { code, message };
 }
 
 /** Only EdDSA, and the header's typ; nothing else in a header is ever followed. */
@@ -56,7 +66,10 @@ export async function verifyKeyProof(proof: string, appKey: string, origin: stri
       requiredClaims: ['iss', 'iat', 'exp'],
     }));
   } catch (error) {
-    throw new ManifestError(`the key proof is not valid for this app key (${(error as Error).message})`);
+    const { code, message } = joseReason(error);
+    if (code === 'ERR_JWT_EXPIRED') throw new ManifestError('the key proof has expired: sign a fresh one (versus manifest proof)');
+    if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') throw new ManifestError('the key proof is not valid for this app key (it is signed by another key)');
+    throw new ManifestError(`the key proof is not valid for this app key (${message})`);
   }
   if (payload['iss'] !== origin) throw new ManifestError(`the key proof is for ${String(payload['iss'])}, not ${origin}`);
   if (!checkTokenTimes(payload['iat'], payload['exp'])) {
@@ -77,7 +90,7 @@ export async function issueManifest(options: IssueOptions): Promise<string> {
     throw new ManifestError('the push key is not a base58 32-byte Ed25519 public key');
   }
   await verifyKeyProof(options.proof, options.appKey, options.origin);
-  const now = options.nowSeconds ?? Math.floor(Date.now() / 1000);
+  const now = options.now ?? options.nowSeconds ?? Math.floor(Date.now() / 1000);
   const claims: Record<string, unknown> = {
     sub: options.origin,
     aud: MANIFEST_AUD,
@@ -99,13 +112,16 @@ export async function verifyManifest(
   if (options.signingPublicKey === null) throw new ManifestError('set SERVICE_SIGNING_PUBLIC_KEY (or SERVICE_SIGNING_KEY) to verify manifests');
   const servicePublic = parsePublicKey(options.signingPublicKey);
   if (!servicePublic) throw new ManifestError('SERVICE_SIGNING_PUBLIC_KEY is not a base58 32-byte Ed25519 public key');
+  if (typeof jws !== 'string') throw new ManifestError('the manifest is not a compact JWS');
   const text = jws.trim();
   checkHeader(text, MANIFEST_TYP, 'the manifest');
   let payload: Record<string, unknown>;
   try {
     ({ payload } = await jwtVerify(text, publicKeyObject(servicePublic), { algorithms: ['EdDSA'], typ: MANIFEST_TYP }));
   } catch (error) {
-    throw new ManifestError(`the manifest is not signed by this service's key (${(error as Error).message})`);
+    const { code, message } = joseReason(error);
+    if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') throw new ManifestError("the manifest is not signed by this service's key");
+    throw new ManifestError(`the manifest is not valid (${message})`);
   }
   if (payload['aud'] !== MANIFEST_AUD) throw new ManifestError(`the manifest's aud must be ${MANIFEST_AUD}`);
   const origin = payload['sub'];

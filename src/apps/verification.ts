@@ -46,19 +46,53 @@ export async function registerManifest(jws: string, deps: Deps & { expectedOrigi
   return record;
 }
 
-async function fetchManifest(origin: string): Promise<string> {
-  let response: Response;
-  try {
-    response = await fetch(`${origin}${MANIFEST_PATH}`, { redirect: 'error', signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
-  } catch (error) {
-    throw new VerificationError(`could not fetch ${origin}${MANIFEST_PATH}: ${(error as Error).message}`);
-  }
-  if (response.status !== 200) throw new VerificationError(`${origin}${MANIFEST_PATH} answered HTTP ${response.status}`);
+/** One line for a failed fetch: undici says "fetch failed" and keeps the reason in `cause`. */
+function fetchFailure(error: unknown): string {
+  const err = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (err?.name === 'TimeoutError' || err?.name === 'AbortError') return `no answer within ${FETCH_TIMEOUT_MS / 1000} s`;
+  const cause = err?.cause;
+  const detail = cause?.message ?? cause?.code ?? err?.message ?? String(error);
+  if (/redirect/i.test(detail)) return 'it answered with a redirect (manifests are not fetched through redirects)';
+  return detail.split('\n')[0]!;
+}
+
+/** Reads at most MAX_MANIFEST_BYTES of a body, refusing (and cancelling) anything longer. */
+async function readLimited(response: Response, url: string): Promise<string> {
   const declared = Number(response.headers.get('content-length') ?? 0);
-  if (declared > MAX_MANIFEST_BYTES) throw new VerificationError(`${origin}${MANIFEST_PATH} is larger than 64 KiB`);
-  const body = await response.arrayBuffer();
-  if (body.byteLength > MAX_MANIFEST_BYTES) throw new VerificationError(`${origin}${MANIFEST_PATH} is larger than 64 KiB`);
-  return Buffer.from(body).toString('utf8');
+  if (declared > MAX_MANIFEST_BYTES) {
+    await response.body?.cancel().catch(() => {});
+    throw new VerificationError(`${url} is larger than 64 KiB`);
+  }
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_MANIFEST_BYTES) {
+      await reader.cancel().catch(() => {});
+      throw new VerificationError(`${url} is larger than 64 KiB`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function fetchManifest(origin: string): Promise<string> {
+  const url = `${origin}${MANIFEST_PATH}`;
+  try {
+    const response = await fetch(url, { redirect: 'error', signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+    if (response.status !== 200) {
+      await response.body?.cancel().catch(() => {});
+      throw new VerificationError(`${url} answered HTTP ${response.status}`);
+    }
+    return await readLimited(response, url);
+  } catch (error) {
+    if (error instanceof VerificationError) throw error;
+    throw new VerificationError(`could not fetch ${url}: ${fetchFailure(error)}`);
+  }
 }
 
 /**

@@ -7,10 +7,10 @@ import { registerManifest, verifyApp } from '../apps/verification.js';
 import { loadConfig, type Config } from '../config.js';
 import { createRedis, waitForReady, type RedisClient } from '../redis/connection.js';
 import { Keys } from '../redis/keys.js';
-import { generateKeyPair } from '../shared/ed25519.js';
+import { generateKeyPair, parseSecretKey } from '../shared/ed25519.js';
 import { canonicalOrigin } from '../shared/origin.js';
 import { createKeyProof, signAppToken } from '../shared/tokens.js';
-import { appKeyFromEnv, appOriginFromEnv } from './env.js';
+import { readAppKeyFromEnv, readAppOriginFromEnv } from './env.js';
 
 const USAGE = `versus — head-to-head matchmaking and app notifications
 
@@ -21,9 +21,15 @@ const USAGE = `versus — head-to-head matchmaking and app notifications
   versus manifest issue --origin O --name N --app-key PUB --proof JWS [--push | --push-key PUB] [--staging]
   versus apps register --manifest FILE|-         verify a manifest in hand and store the app
   versus apps verify O [--allow-insecure-loopback]
-  versus apps show O
-  versus apps list
+  versus apps show O                             print the app record as JSON (without the manifest)
+  versus apps list                               one line per app: origin, name, environment,
+                                                 verified|unverified, push=yes|no|legacy-key (tab-separated)
   versus token                                   print a fresh app JWT (SERVICE_APP_KEY, VERSUS_APP_ORIGIN)
+  versus load [--url U] [--origin O] [--key K] [--rate N [--max-in-flight 256] | --concurrency 32]
+              [--duration 10s] [--timeout 10s] [--players 1000] [--queues 10] [--rated 0] [--cancel 0]
+              [--seed N] [--id-prefix load-] [--json]
+                                                 admissions load against a deployment (SERVICE_API_URL,
+                                                 VERSUS_APP_ORIGIN, SERVICE_APP_KEY); report on stdout
 
 Configuration comes from the environment (see README.md).`;
 
@@ -60,6 +66,13 @@ async function withRegistry<T>(config: Config, action: (registry: AppRegistry) =
   }
 }
 
+/** SERVICE_APP_KEY, checked: the app's own secret key (see env.ts). */
+function appSecretKey(): string {
+  const key = need(readAppKeyFromEnv(), 'SERVICE_APP_KEY');
+  if (!parseSecretKey(key)) throw new CliError('SERVICE_APP_KEY: not a base58 64-byte Ed25519 secret key');
+  return key;
+}
+
 /** The record as operators see it: everything but the manifest text. */
 function shown(record: AppRecord): Omit<AppRecord, 'manifest'> {
   const { manifest: _manifest, ...rest } = record;
@@ -68,7 +81,7 @@ function shown(record: AppRecord): Omit<AppRecord, 'manifest'> {
 
 export async function main(argv: string[]): Promise<void> {
   const [command, sub, ...rest] = argv;
-  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+  if (command === undefined || command === 'help' || argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
@@ -77,8 +90,11 @@ export async function main(argv: string[]): Promise<void> {
       process.stdout.write(`${JSON.stringify(generateKeyPair())}\n`);
       return;
     case 'token': {
-      const key = need(appKeyFromEnv(), 'SERVICE_APP_KEY');
-      const origin = originArg(appOriginFromEnv());
+      const key = appSecretKey();
+      const origin = need(readAppOriginFromEnv(), 'VERSUS_APP_ORIGIN');
+      if (canonicalOrigin(origin, { allowLoopbackHttp: true }) === null) {
+        throw new CliError(`VERSUS_APP_ORIGIN: ${origin} is not a canonical origin (https://host[:port], lowercase, no path or trailing slash)`);
+      }
       process.stdout.write(`${await signAppToken(key, origin)}\n`);
       return;
     }
@@ -95,6 +111,11 @@ export async function main(argv: string[]): Promise<void> {
       await runDev();
       return;
     }
+    case 'load': {
+      const { runLoadCommand } = await import('../load/cli.js');
+      await runLoadCommand([sub, ...rest].filter((a): a is string => a !== undefined));
+      return;
+    }
     case 'manifest':
       return manifestCommand(sub, rest);
     case 'apps':
@@ -107,8 +128,8 @@ export async function main(argv: string[]): Promise<void> {
 async function manifestCommand(sub: string | undefined, args: string[]): Promise<void> {
   if (sub === 'proof') {
     const { values } = parseArgs({ args, options: { origin: { type: 'string' } } });
-    const key = need(appKeyFromEnv(), 'SERVICE_APP_KEY');
-    process.stdout.write(`${await createKeyProof(key, originArg(values.origin, true))}\n`);
+    const origin = originArg(values.origin, true);
+    process.stdout.write(`${await createKeyProof(appSecretKey(), origin)}\n`);
     return;
   }
   if (sub === 'issue') {
@@ -171,7 +192,7 @@ async function appsCommand(sub: string | undefined, args: string[]): Promise<voi
     case 'list': {
       const records = await withRegistry(config, (registry) => registry.list());
       for (const r of records) {
-        process.stdout.write(`${r.origin}\t${r.name}\t${r.environment}\t${r.verified ? 'verified' : 'unverified'}\tpush=${r.push === false ? 'no' : 'yes'}\n`);
+        process.stdout.write(`${r.origin}\t${r.name}\t${r.environment}\t${r.verified ? 'verified' : 'unverified'}\tpush=${r.push === false ? 'no' : r.push === true ? 'yes' : 'legacy-key'}\n`);
       }
       return;
     }
@@ -180,8 +201,14 @@ async function appsCommand(sub: string | undefined, args: string[]): Promise<voi
   }
 }
 
-main(process.argv.slice(2)).catch((error: unknown) => {
-  const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+/** Every failure: one line on stderr, exit 1, never a stack trace. */
+function fail(error: unknown): never {
+  const text = error instanceof Error ? error.message : String(error);
+  const message = text.split('\n').find((line) => line.trim() !== '')?.trim() ?? 'failed';
   process.stderr.write(`versus: ${message}\n`);
   process.exit(1);
-});
+}
+
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
+main(process.argv.slice(2)).catch(fail);

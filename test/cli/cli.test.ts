@@ -79,6 +79,15 @@ describe('versus CLI', () => {
     expect(res.stderr).toBe('versus: SERVICE_SIGNING_KEY: not a base58 64-byte Ed25519 secret key\n');
     const port = await versus(['serve'], { PORT: 'eighty' });
     expect(port).toMatchObject({ code: 1, stderr: 'versus: PORT: not a port number: eighty\n' });
+    const appKey = await versus(['token'], { SERVICE_APP_KEY: 'not-a-key', VERSUS_APP_ORIGIN: 'https://x.example' });
+    expect(appKey).toMatchObject({ code: 1, stderr: 'versus: SERVICE_APP_KEY: not a base58 64-byte Ed25519 secret key\n' });
+  });
+
+  it('--help prints the usage and exits 0', async () => {
+    const help = await versus(['apps', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('versus manifest issue --origin O --name N --app-key PUB --proof JWS');
+    expect(help.stderr).toBe('');
   });
 
   it('manifest issue refuses a proof made by another key, in one line', async () => {
