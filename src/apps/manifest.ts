@@ -27,8 +27,6 @@ export interface IssueOptions {
   staging?: boolean;
   /** Issue time in seconds (default: now). */
   now?: number;
-  /** @deprecated alias of `now`. */
-  nowSeconds?: number;
 }
 
 /** One line describing why jose refused a JWS (its messages are single lines already). */
@@ -90,7 +88,7 @@ export async function issueManifest(options: IssueOptions): Promise<string> {
     throw new ManifestError('the push key is not a base58 32-byte Ed25519 public key');
   }
   await verifyKeyProof(options.proof, options.appKey, options.origin);
-  const now = options.now ?? options.nowSeconds ?? Math.floor(Date.now() / 1000);
+  const now = options.now ?? Math.floor(Date.now() / 1000);
   const claims: Record<string, unknown> = {
     sub: options.origin,
     aud: MANIFEST_AUD,

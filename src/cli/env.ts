@@ -10,7 +10,3 @@ export function readAppKeyFromEnv(): string | undefined {
 export function readAppOriginFromEnv(): string | undefined {
   return process.env['VERSUS_APP_ORIGIN']?.trim() || undefined;
 }
-
-/** Earlier names of the readers above. */
-export const appKeyFromEnv = readAppKeyFromEnv;
-export const appOriginFromEnv = readAppOriginFromEnv;
