@@ -6,6 +6,8 @@ import type { Config } from '../config.js';
 import { runOperation } from '../matchmaking/service.js';
 import type { MatchmakingStore } from '../matchmaking/store.js';
 import { InvalidArgument, validateRequest } from '../matchmaking/validation.js';
+import { createPushRouter } from '../push/routes.js';
+import type { PushServices } from '../push/services.js';
 import { isRedisUnavailableError, type RedisClient } from '../redis/connection.js';
 import { MAX_JSON_DEPTH } from '../shared/json.js';
 import { hasMediaType, MAX_BODY_BYTES, parseJsonBody } from './body.js';
@@ -18,6 +20,8 @@ export interface Services {
   registry: AppRegistry;
   matchmaking: MatchmakingStore;
   logger: Logger;
+  /** Notifications: the queue producer (api, all) and the worker (worker, all). */
+  push?: PushServices;
 }
 
 /** Reads a body as bytes (parsed strictly later); an oversized body is refused with the area's code. */
@@ -56,6 +60,7 @@ export function createApp(services: Services): express.Express {
     try {
       await services.redis.ping();
       if (!matchmaking.scriptsLoaded) await matchmaking.preload();
+      await services.push?.ready();
       res.type('application/json').send('{"status":"ready"}');
     } catch {
       sendError(res, new ApiError('unavailable', 'not ready'));
@@ -71,6 +76,8 @@ export function createApp(services: Services): express.Express {
     if ('error' in result) throw new ApiError(result.error);
     res.status(200).type('application/json').send(result.body);
   });
+
+  app.use(createPushRouter(services));
 
   app.use((_req: Request, res: Response) => {
     sendError(res, new ApiError('not_found'));

@@ -6,6 +6,9 @@ import type { Config } from '../config.js';
 import { MatchmakingStore } from '../matchmaking/store.js';
 import { createRedis, waitForReady } from '../redis/connection.js';
 import { Keys } from '../redis/keys.js';
+import { createPushServices } from '../push/services.js';
+import { createWorkerApp } from '../push/worker-app.js';
+import type { PushWorkerTuning } from '../push/worker.js';
 import { createApp, type Services } from './app.js';
 
 export type Role = 'api' | 'worker' | 'all';
@@ -23,13 +26,16 @@ export interface StartOptions {
   port?: number;
   host?: string;
   logger?: Logger;
+  /** Worker settings (tests shorten the job lock); production uses the defaults. */
+  pushWorker?: PushWorkerTuning;
 }
 
 export function createLogger(config: Config): Logger {
   return pino({ level: config.logLevel, base: { service: 'versus' } });
 }
 
-export async function createServices(config: Config, logger: Logger): Promise<Services> {
+/** The role decides the push half: api enqueues, worker delivers, all does both. */
+export async function createServices(config: Config, logger: Logger, role: Role = 'api', pushWorker: PushWorkerTuning = {}): Promise<Services> {
   const redis = createRedis(config, { name: 'versus-api' });
   redis.on('error', (error: Error) => logger.debug({ err: error.message }, 'redis connection error'));
   const keys = new Keys(config.keyPrefix);
@@ -44,7 +50,8 @@ export async function createServices(config: Config, logger: Logger): Promise<Se
   } catch (error) {
     logger.warn({ err: (error as Error).message }, 'Redis not ready at start; serving 503 until it is');
   }
-  return { config, redis, registry: new AppRegistry(redis, keys), matchmaking, logger };
+  const push = createPushServices(config, keys, logger, role, pushWorker);
+  return { config, redis, registry: new AppRegistry(redis, keys), matchmaking, logger, push };
 }
 
 function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
@@ -59,8 +66,11 @@ function listen(server: Server, port: number, host: string): Promise<AddressInfo
 
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config);
-  const services = await createServices(config, logger);
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 }, createApp(services));
+  const role = options.role ?? 'api';
+  const services = await createServices(config, logger, role, options.pushWorker);
+  // A worker answers only /healthz and /readyz; api and all serve the API.
+  const handler = role === 'worker' ? createWorkerApp(services) : createApp(services);
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 }, handler);
   const address = await listen(server, options.port ?? config.port, options.host ?? config.host);
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
@@ -71,11 +81,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         server.close(() => resolve());
         server.closeIdleConnections();
       });
+      await services.push?.close();
       await services.redis.quit().catch(() => services.redis.disconnect());
     })();
     return closing;
   };
-  logger.info({ url, role: options.role ?? 'api', environment: config.environment }, 'versus listening');
+  logger.info({ url, role, environment: config.environment }, 'versus listening');
   return { url, port: address.port, services, close };
 }
 

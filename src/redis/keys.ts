@@ -11,6 +11,11 @@ export function appIdOf(origin: string): string {
   return createHash('sha256').update(origin).digest('base64url').slice(0, 16);
 }
 
+/** Short stable tag of a wallet address or endpoint, for key names and hash tags. */
+function tagOf(text: string): string {
+  return createHash('sha256').update(text).digest('base64url').slice(0, 16);
+}
+
 export class Keys {
   constructor(readonly prefix: string) {}
 
@@ -37,6 +42,70 @@ export class Keys {
   /** Hash of one ticket (used by tests and tools that inspect storage). */
   ticket(appId: string, ticketId: string): string {
     return `${this.appScope(appId)}t:${ticketId}`;
+  }
+
+  // ---- Notifications (src/push). Wallet data share the hash tag `{w:<hash>}`, so one
+  // wallet's keys live in one cluster slot; an app's audience, mutes, idempotency records and
+  // per-notification delivery state live under the app's scope (its `{<appId>}` tag).
+
+  /** Hash: one wallet's push subscriptions, endpoint -> subscription JSON. */
+  walletSubscriptions(wallet: string): string {
+    return `${this.prefix}:w:{w:${tagOf(wallet)}}:subs`;
+  }
+
+  /** Sorted set: one wallet's subscription endpoints by registration time (oldest dropped past the cap). */
+  walletSubscriptionOrder(wallet: string): string {
+    return `${this.prefix}:w:{w:${tagOf(wallet)}}:subs-at`;
+  }
+
+  /** String: set once the wallet registered a subscription or a visit ("known" to notifyUser). */
+  walletKnown(wallet: string): string {
+    return `${this.prefix}:w:{w:${tagOf(wallet)}}:known`;
+  }
+
+  /** String with a TTL: a nonce of a wallet-signed host request, remembered to refuse replays. */
+  walletNonce(wallet: string, nonce: string): string {
+    return `${this.prefix}:w:{w:${tagOf(wallet)}}:nonce:${nonce}`;
+  }
+
+  /** String: the wallet an endpoint is registered to (one subscription per endpoint). */
+  endpointOwner(endpoint: string): string {
+    return `${this.prefix}:pe:{e:${tagOf(endpoint)}}`;
+  }
+
+  /** Sorted set: wallets that opened the app, score = latest visit (ms). */
+  pushVisitors(appId: string): string {
+    return `${this.appScope(appId)}push:visits`;
+  }
+
+  /** Set: wallets that muted the app. */
+  pushMutes(appId: string): string {
+    return `${this.appScope(appId)}push:mutes`;
+  }
+
+  /** String (24 h): the first answer to an idempotent send; `keyHash` hashes the Idempotency-Key or legacy token. */
+  pushIdempotency(appId: string, keyHash: string): string {
+    return `${this.appScope(appId)}push:idem:${keyHash}`;
+  }
+
+  /** Set: hashes of the subscription endpoints one notification was settled for (sent, gone or refused). */
+  pushSettled(appId: string, notificationId: string): string {
+    return `${this.appScope(appId)}push:sent:${notificationId}`;
+  }
+
+  /** Sorted set: the audience snapshot of one broadcast (ranks are the chunk ranges). */
+  pushAudience(appId: string, notificationId: string): string {
+    return `${this.appScope(appId)}push:aud:${notificationId}`;
+  }
+
+  /** Hash: progress of one broadcast's fan-out (snapshot cursor, count, chunks left). */
+  pushFanout(appId: string, notificationId: string): string {
+    return `${this.appScope(appId)}push:fan:${notificationId}`;
+  }
+
+  /** BullMQ's key prefix: under this prefix, and one hash tag so a queue lives in one cluster slot. */
+  bullPrefix(): string {
+    return `${this.prefix}:{bull}`;
   }
 
   /** Pattern matching every key under this prefix (cleanup in tests and tools). */
