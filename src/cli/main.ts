@@ -24,6 +24,9 @@ const USAGE = `versus — head-to-head matchmaking and app notifications
   versus apps show O                             print the app record as JSON (without the manifest)
   versus apps list                               one line per app: origin, name, environment,
                                                  verified|unverified, push=yes|no|legacy-key (tab-separated)
+  versus apps mute O [--off]                     mute (or unmute) the app's notifications (push_muted)
+  versus apps audience O --recent-days N [--user-days N]
+                                                 broadcast audience window; notifyUser window (default 90)
   versus token                                   print a fresh app JWT (SERVICE_APP_KEY, VERSUS_APP_ORIGIN)
   versus load [--url U] [--origin O] [--key K] [--rate N [--max-in-flight 256] | --concurrency 32]
               [--duration 10s] [--timeout 10s] [--players 1000] [--queues 10] [--rated 0] [--cancel 0]
@@ -76,6 +79,17 @@ function appSecretKey(): string {
   const key = need(readAppKeyFromEnv(), 'SERVICE_APP_KEY');
   if (!parseSecretKey(key)) throw new CliError('SERVICE_APP_KEY: not a base58 64-byte Ed25519 secret key');
   return key;
+}
+
+/** Runs an operator action, reporting its refusal as one line. */
+async function adminCall<T>(action: () => Promise<T>): Promise<T> {
+  const { AdminError } = await import('../push/admin.js');
+  try {
+    return await action();
+  } catch (error) {
+    if (error instanceof AdminError) throw new CliError(error.message);
+    throw error;
+  }
 }
 
 /** The record as operators see it: everything but the manifest text. */
@@ -206,8 +220,30 @@ async function appsCommand(sub: string | undefined, args: string[]): Promise<voi
       }
       return;
     }
+    case 'mute': {
+      const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { off: { type: 'boolean', default: false } } });
+      const origin = originArg(positionals[0], true);
+      const { setPushMuted } = await import('../push/admin.js');
+      const record = await withRegistry(config, (registry) => adminCall(() => setPushMuted(registry, origin, !values.off)));
+      process.stdout.write(`${record.pushMuted ? 'muted' : 'unmuted'} ${record.origin}\n`);
+      return;
+    }
+    case 'audience': {
+      const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { 'recent-days': { type: 'string' }, 'user-days': { type: 'string' } } });
+      const origin = originArg(positionals[0], true);
+      const { parseDays, setAudience } = await import('../push/admin.js');
+      const record = await withRegistry(config, (registry) =>
+        adminCall(() => {
+          const recent = parseDays(values['recent-days'], '--recent-days');
+          const user = values['user-days'] === undefined ? undefined : parseDays(values['user-days'], '--user-days');
+          return setAudience(registry, origin, recent, user);
+        }),
+      );
+      process.stdout.write(`${record.origin}: broadcast audience ${record.audienceDays} days, user window ${record.userDays} days\n`);
+      return;
+    }
     default:
-      throw new CliError('usage: versus apps register|verify|show|list … (versus --help)');
+      throw new CliError('usage: versus apps register|verify|show|list|mute|audience … (versus --help)');
   }
 }
 
