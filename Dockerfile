@@ -1,14 +1,16 @@
 # syntax=docker/dockerfile:1
-# Build stage: compile TypeScript to dist/.
+# Build stage: compile TypeScript to dist/. Dependency install scripts are not needed to run
+# tsc (and would try to compile native addons of dev-only packages without a toolchain).
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-# Runtime stage: production dependencies, compiled code and the Lua scripts (read at run time).
+# Runtime stage: production dependencies, the compiled code and the Lua scripts, which are
+# read at run time from <package root>/lua (here /app/lua).
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
