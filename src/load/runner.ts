@@ -151,7 +151,11 @@ export async function runLoad(options: LoadOptions, hooks: RunHooks = {}): Promi
         // A late timer must not pass for a full cap: send what is due and fits, then count
         // the admissions due before the window closed but never sent (the cap held them back).
         while (inFlight < maxInFlight && dueAt(next) < windowEnd) launch(next++);
-        const due = Math.max(0, Math.ceil((windowEnd - start) / intervalMs));
+        // Count what was due with the same test the sender uses (dueAt(k) < windowEnd): the
+        // quotient alone can round past an integer (start + 1000 - start may exceed 1000).
+        let due = Math.max(0, Math.ceil((windowEnd - start) / intervalMs));
+        while (due > 0 && dueAt(due - 1) >= windowEnd) due -= 1;
+        while (dueAt(due) < windowEnd) due += 1;
         stats.unsent = Math.max(0, due - next);
         checkDone();
       };
