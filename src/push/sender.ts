@@ -16,12 +16,21 @@ export type SendOutcome = 'sent' | 'gone' | 'retry' | 'rejected';
 const TTL_SECONDS = 24 * 3600;
 
 /**
+ * A VAPID JWT (RFC 8292) is valid for any message to one push service until it expires, and
+ * signing one costs more than encrypting a message: one per push service origin is signed with
+ * a 12-hour expiry and reused for an hour.
+ */
+const VAPID_EXPIRY_S = 12 * 3600;
+const VAPID_REUSE_MS = 3600_000;
+
+/**
  * Sends one encrypted Web Push message (RFC 8030, aes128gcm RFC 8291, VAPID RFC 8292) with
  * the `web-push` library. The Topic is the notification id: a push service replaces a
  * still-queued copy with the same topic, so a resend after a lost answer does not show twice.
  */
 export class PushSender {
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  private readonly vapidHeaders = new Map<string, { authorization: string; until: number }>();
 
   constructor(
     private readonly vapid: NonNullable<Config['vapid']>,
@@ -31,7 +40,7 @@ export class PushSender {
   async send(subscription: StoredSubscription, payload: string, notificationId: string): Promise<{ outcome: SendOutcome; status: number | null; detail?: string }> {
     try {
       const response = await webpush.sendNotification(subscription, payload, {
-        vapidDetails: this.vapid,
+        headers: { Authorization: this.authorizationFor(subscription.endpoint) },
         TTL: TTL_SECONDS,
         topic: notificationId.slice(0, 32),
         urgency: 'normal',
@@ -52,6 +61,19 @@ export class PushSender {
       if (/p256dh|auth|public key|Payload/i.test(message)) return { outcome: 'rejected', status: null, detail: message };
       return { outcome: 'retry', status: null, detail: message };
     }
+  }
+
+  /** `vapid t=<JWT>, k=<public key>` for the endpoint's push service (audience: its origin). */
+  private authorizationFor(endpoint: string): string {
+    const audience = new URL(endpoint).origin;
+    const now = Date.now();
+    const cached = this.vapidHeaders.get(audience);
+    if (cached && cached.until > now) return cached.authorization;
+    const { subject, publicKey, privateKey } = this.vapid;
+    const headers = webpush.getVapidHeaders(audience, subject, publicKey, privateKey, 'aes128gcm', Math.floor(now / 1000) + VAPID_EXPIRY_S);
+    if (this.vapidHeaders.size >= 1000) this.vapidHeaders.clear();
+    this.vapidHeaders.set(audience, { authorization: headers.Authorization, until: now + VAPID_REUSE_MS });
+    return headers.Authorization;
   }
 
   close(): void {
