@@ -4,7 +4,9 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signLegacyPushToken } from '../../src/client/push.js';
 import { generateKeyPair, parseSecretKey, privateKeyObject } from '../../src/shared/ed25519.js';
-import { signToken, type TestApp } from '../helpers/harness.js';
+import { startServer } from '../../src/http/server.js';
+import { signToken, testConfig, testPrefix, type TestApp } from '../helpers/harness.js';
+import { Wallet } from './support/wallet.js';
 import { PushWorld } from './support/env.js';
 
 /**
@@ -300,5 +302,28 @@ describe('idempotency on the API', () => {
     const { wallet } = await world.user(a);
     expect(await world.send(a, { to: wallet.address, title: '', body: 'b' }, { idempotencyKey: 'fix-me' })).toEqual(refused('invalid_title', 400));
     expect((await world.send(a, { to: wallet.address, title: 't', body: 'b' }, { idempotencyKey: 'fix-me' })).status).toBe(202);
+  });
+});
+
+describe('Redis unavailable', () => {
+  it('notification and host requests answer 503 unavailable at once, not after a long wait', async () => {
+    const config = testConfig(testPrefix(), { REDIS_URL: 'redis://127.0.0.1:1', VAPID_PUBLIC_KEY: world.vapid.publicKey, VAPID_PRIVATE_KEY: world.vapid.privateKey });
+    const server = await startServer(config, { port: 0, host: '127.0.0.1' });
+    try {
+      const push = await fetch(`${server.url}/api/push`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${await app.token()}` },
+        body: JSON.stringify({ to, title: 't', body: 'b' }),
+      });
+      expect({ status: push.status, body: await push.json() }).toEqual({ status: 503, body: { error: 'unavailable' } });
+      const wallet = new Wallet();
+      const { body, signature } = wallet.sign({ origin: app.origin });
+      const host = await fetch(`${server.url}/api/host/visits`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-wallet-signature': signature }, body });
+      expect({ status: host.status, body: await host.json() }).toEqual({ status: 503, body: { error: 'unavailable' } });
+      const ready = await fetch(`${server.url}/readyz`);
+      expect(ready.status).toBe(503);
+    } finally {
+      await server.close();
+    }
   });
 });
