@@ -90,7 +90,7 @@ async function authenticateSend(req: Request, services: Services, broadcast: boo
       return validateFields(parsed.value, !broadcast);
     },
     idempotencyKey: typeof header === 'string' && keyValid ? shortHash(`key:${header}`) : null,
-    fingerprint: shortHash(`${route}\n${parsed.ok ? canonicalJson(parsed.value) : `raw:${(req.body as Buffer).toString('base64')}`}`),
+    fingerprint: shortHash(`${route}\n${parsed.ok ? canonicalJson(parsed.value) : `raw:${Buffer.isBuffer(req.body) ? req.body.toString('base64') : ''}`}`),
   };
 }
 

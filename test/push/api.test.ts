@@ -129,6 +129,10 @@ describe('POST /api/push, JSON mode', () => {
       expect(await world.send(app, content), JSON.stringify(content)).toEqual(refused('invalid_request', 400));
     }
     expect(await world.send(app, { to, title: 't', body: 'b' }, { headers: { 'content-type': 'text/plain' } })).toEqual(refused('invalid_request', 400));
+    for (const idempotency of [{}, { 'idempotency-key': 'empty-body' }]) {
+      const empty = await fetch(`${world.harness.url}/api/push`, { method: 'POST', headers: { ...(await headers()), 'content-type': 'application/json', ...idempotency } });
+      expect({ status: empty.status, body: await empty.json() }).toEqual(refused('invalid_request', 400));
+    }
     expect(await world.send(app, { to, title: 't', body: 'b' }, { idempotencyKey: 'x'.repeat(256) })).toEqual(refused('invalid_request', 400));
     expect(await world.send(app, { to, title: 't', body: 'b' }, { idempotencyKey: 'has space' })).toEqual(refused('invalid_request', 400));
     expect(await world.send(app, { to, title: 't', body: 'b' }, { broadcast: true })).toEqual(refused('invalid_request', 400));
