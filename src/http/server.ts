@@ -44,13 +44,15 @@ export async function createServices(config: Config, logger: Logger, role: Role 
   redis.on('ready', () => {
     matchmaking.preload().catch((error: Error) => logger.warn({ err: error.message }, 'script preload failed'));
   });
+  // The queue connection comes up while this one does (both wait at most 3 s).
+  const pushStarting = createPushServices(config, keys, logger, role, pushWorker);
   try {
     await waitForReady(redis, 3000);
     await matchmaking.preload();
   } catch (error) {
     logger.warn({ err: (error as Error).message }, 'Redis not ready at start; serving 503 until it is');
   }
-  const push = createPushServices(config, keys, logger, role, pushWorker);
+  const push = await pushStarting;
   return { config, redis, registry: new AppRegistry(redis, keys), matchmaking, logger, push };
 }
 

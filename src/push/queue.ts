@@ -75,7 +75,11 @@ export class PushProducer {
   }
 
   async close(): Promise<void> {
-    await this.queue.close().catch(() => {});
-    await this.connection.quit().catch(() => this.connection.disconnect());
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise((resolve) => (timer = setTimeout(resolve, 1000)));
+    await Promise.race([this.queue.close().catch(() => {}), late]);
+    if (this.connection.status === 'ready') await Promise.race([this.connection.quit().catch(() => {}), late]);
+    clearTimeout(timer);
+    this.connection.disconnect();
   }
 }

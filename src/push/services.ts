@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import { waitForReady } from '../redis/connection.js';
 import type { Keys } from '../redis/keys.js';
 import { PushProducer } from './queue.js';
 import { PushWorker, type PushWorkerTuning } from './worker.js';
@@ -18,9 +19,13 @@ export interface PushServices {
   close(): Promise<void>;
 }
 
-export function createPushServices(config: Config, keys: Keys, logger: Logger, role: PushRole, tuning: PushWorkerTuning = {}): PushServices {
+/** Waits up to 3 s for the queue connection, so the first sends after a start are not refused; serves 503 until it is ready otherwise. */
+export async function createPushServices(config: Config, keys: Keys, logger: Logger, role: PushRole, tuning: PushWorkerTuning = {}): Promise<PushServices> {
   const producer = role === 'worker' ? null : new PushProducer(config, keys, logger);
   const worker = role === 'api' ? null : new PushWorker(config, keys, logger, tuning);
+  if (producer) {
+    await waitForReady(producer.connection, 3000).catch(() => logger.warn('push queue connection not ready at start; sends answer 503 until it is'));
+  }
   return {
     producer,
     worker,

@@ -50,6 +50,13 @@ export interface DeliveryCounts {
   skipped: number;
 }
 
+/** Waits for `promise` at most `ms`; its failure or lateness is ignored (shutdown paths). */
+async function bounded(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise.catch(() => {}), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
+
 /** Runs `fn` over items with at most `limit` in flight; stops starting new ones after a failure, and rethrows it once all have settled. */
 async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -131,12 +138,17 @@ export class PushWorker {
     }
   }
 
-  /** Finishes the jobs in hand, then closes its connections. */
+  /**
+   * Finishes the jobs in hand (at most 12 s: within runServe's 15-second drain), then closes
+   * its connections. Without Redis there is nothing to finish: it stops at once.
+   */
   async close(): Promise<void> {
-    await this.worker.close().catch(() => {});
-    await this.queue.close().catch(() => {});
+    const connected = this.connection.status === 'ready';
+    await bounded(this.worker.close(!connected), connected ? 12_000 : 500);
+    await bounded(this.queue.close(), 500);
     this.sender?.close();
-    await this.connection.quit().catch(() => this.connection.disconnect());
+    if (connected) await bounded(this.connection.quit(), 1000);
+    this.connection.disconnect();
   }
 
   private async process(job: Job<PushJob>): Promise<DeliveryCounts | { chunks: number }> {
