@@ -1,0 +1,378 @@
+/**
+ * Admission script time for DESIGN.md's adversarial shapes at queue depths 0, 1k, 10k, 100k.
+ *
+ * Each measured admission is timed inside Redis (INFO commandstats around the one call) and on
+ * the client; medians of many calls are kept. All depths of a shape are built first and then
+ * measured in interleaved rounds, so a change in the machine's load (it may be shared) touches
+ * the baseline and the deep queues alike. Measured admissions leave the shape as it was: a
+ * joiner that waits is cancelled before the next one; a joiner that pairs consumes one of a
+ * supply of live tickets laid down for that purpose.
+ */
+import type { CreateOutcome } from '../../src/matchmaking/store.js';
+import type { Queue } from '../../src/shared/matchmaking-types.js';
+import {
+  type BenchApp,
+  type BenchContext,
+  deleteApp,
+  median,
+  nowMs,
+  pool,
+  registerApp,
+  timeScriptCall,
+  valid,
+} from './common.js';
+
+export const DEPTHS = [0, 1_000, 10_000, 100_000] as const;
+
+const T0 = 1_800_000_000_000; // frozen test clock (ms)
+const PAYLOAD = { seed: 42 };
+const RATED_POLICY = { initial: 1, widenPerSecond: 0.001 };
+const ROUNDS = 5;
+
+export interface DepthResult {
+  depth: number;
+  /** Median script time inside Redis, µs. */
+  serverUs: number;
+  /** Median round trip on the client, µs (includes the network and ioredis). */
+  clientUs: number;
+  samples: number;
+  /** Samples dropped (and retaken) because another client's script ran between the INFO snapshots. */
+  discarded: number;
+  /** Long samples disturbed so, timed instead by the entry Redis's slowlog made of them. */
+  fromSlowlog: number;
+  setupMs: number;
+  setup: 'scripts' | 'direct writes';
+}
+
+export interface BurstResult {
+  depth: number;
+  /** Median over the repeats of: the one admission's script time / retired tickets, µs. */
+  perRetiredUs: number;
+  burstServerUs: number[];
+  repeats: number;
+  /** Median script time of the 200 admissions right after the burst, µs. */
+  nextServerUs: number;
+  nextClientUs: number;
+  nextSamples: number;
+  /** The very first admission after the burst, µs. */
+  firstNextUs: number;
+  /** Median of admissions 300..400 after the burst, µs: where it settles. */
+  settledNextUs: number;
+  /** The same queue shape without a burst, measured just before this burst: the baseline, µs. */
+  baselineUs: number;
+  setupMs: number;
+}
+
+export interface AdmissionResults {
+  rounds: number;
+  ownHead: DepthResult[];
+  rated: DepthResult[];
+  /** A 1k rated queue built by the script and one written directly, timed alike. */
+  ratedCrossCheck: { depth: number; scriptsUs: number; directUs: number };
+  burst: BurstResult[];
+}
+
+function stateOf(outcome: CreateOutcome): string {
+  if (!('ticket' in outcome)) throw new Error(`bench admission refused: ${outcome.conflict}`);
+  return (JSON.parse(outcome.ticket) as { state: string }).state;
+}
+
+/** One measured series: its admissions, what follows each (untimed), and its samples so far. */
+class Series {
+  private next = 0;
+  readonly server: number[] = [];
+  readonly client: number[] = [];
+  discarded = 0;
+  /** Samples timed by Redis's slowlog because another client's script ran meanwhile. */
+  fromSlowlog = 0;
+
+  constructor(
+    private readonly ctx: BenchContext,
+    /** The admitted ticket's ID for call i: it finds the call in the slowlog. */
+    private readonly idOf: (i: number) => string,
+    private readonly admit: (i: number) => Promise<CreateOutcome>,
+    private readonly expectState: string,
+    private readonly after: (i: number) => Promise<unknown>,
+  ) {}
+
+  async warmup(count: number): Promise<void> {
+    for (let n = 0; n < count; n++) {
+      const i = this.next++;
+      const state = stateOf(await this.admit(i));
+      if (state !== this.expectState) throw new Error(`bench shape broken: warm-up admission ${state}, expected ${this.expectState}`);
+      await this.after(i);
+    }
+  }
+
+  /** Takes `count` more samples (disturbed ones are retried, up to as many again). */
+  async take(count: number): Promise<void> {
+    const target = this.server.length + count;
+    let retries = 0;
+    while (this.server.length < target) {
+      const i = this.next++;
+      const timed = await timeScriptCall(this.ctx.admin, () => this.admit(i), this.idOf(i));
+      const state = stateOf(timed.value);
+      if (state !== this.expectState) {
+        throw new Error(`bench shape broken: measured admission ${state}, expected ${this.expectState} (after ${this.discarded} disturbed samples)`);
+      }
+      await this.after(i);
+      if (timed.serverUs === null) {
+        this.discarded++;
+        if (++retries > 5 * count + 20) throw new Error('too many disturbed samples: another client runs scripts on this Redis');
+        continue;
+      }
+      if (timed.source === 'slowlog') this.fromSlowlog++;
+      this.server.push(timed.serverUs);
+      this.client.push(timed.clientUs);
+    }
+  }
+
+  result(depth: number, setupMs: number, setup: DepthResult['setup']): DepthResult {
+    return { depth, serverUs: median(this.server), clientUs: median(this.client), samples: this.server.length, discarded: this.discarded, fromSlowlog: this.fromSlowlog, setupMs, setup };
+  }
+}
+
+/** Measures every series in ROUNDS rounds of `perRound[k]` samples each, in turn. */
+async function interleave(series: Series[], perRound: number[], warmup: number[]): Promise<void> {
+  for (let k = 0; k < series.length; k++) await series[k]!.warmup(warmup[k]!);
+  for (let round = 0; round < ROUNDS; round++) {
+    // Alternate the order, so no series always runs first after the previous round.
+    const order = series.map((_, k) => k);
+    if (round % 2 === 1) order.reverse();
+    for (const k of order) await series[k]!.take(perRound[k]!);
+  }
+}
+
+const unrated = (key: string): Queue => ({ key, size: 2 });
+const rated = (key: string): Queue => ({ key, size: 2, rating: RATED_POLICY });
+
+/** (a) The oldest N waiting tickets all belong to the joining player (unrated queue); the joiner waits. */
+async function ownHead(ctx: BenchContext, app: BenchApp, log: (line: string) => void): Promise<DepthResult[]> {
+  const player = 'player-own-head!'; // 16 bytes
+  const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
+  for (const depth of DEPTHS) {
+    const queue = unrated(`own:${depth}`);
+    const start = nowMs();
+    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `a${depth}-${i}`, player, queue, payload: PAYLOAD })));
+    const setupMs = nowMs() - start;
+    if (depth > 0) log(`  (a) built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
+    const id = (i: number) => `a${depth}-join-${i}`;
+    const series = new Series(
+      ctx,
+      id,
+      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player, queue, payload: PAYLOAD })),
+      'waiting',
+      (i) => ctx.store.cancelTicket(app.appId, id(i)),
+    );
+    built.push({ depth, series, setupMs });
+  }
+  await interleave(built.map((b) => b.series), built.map(() => 60), built.map(() => 20));
+  return built.map((b) => b.series.result(b.depth, b.setupMs, 'scripts'));
+}
+
+/**
+ * (b) N mutually incompatible rated tickets: ratings i*1000, policy {initial 1, widen 0.001/s},
+ * all admitted at the frozen T0, so no band reaches a neighbour. The joiner (rating -500) fits
+ * none: it is compared with every waiting ticket, waits, and is cancelled.
+ *
+ * Building this queue through the script is itself quadratic (each admission compares with
+ * every older ticket: ~3 µs a comparison here, so 10k would take minutes and 100k hours).
+ * Depths up to 1k are admitted through the script; deeper queues are written directly with
+ * exactly the fields and index entries createTicket.lua writes for a waiting rated ticket
+ * (lua/includes/ticket.lua, keys.lua), and a 1k queue written that way is timed as a check.
+ */
+async function ratedScan(ctx: BenchContext, app: BenchApp, log: (line: string) => void): Promise<{ results: DepthResult[]; check: AdmissionResults['ratedCrossCheck'] }> {
+  const plans: Array<{ depth: number; how: DepthResult['setup']; tag: string; perRound: number; warmup: number }> = [
+    { depth: 0, how: 'scripts', tag: '', perRound: 60, warmup: 20 },
+    { depth: 1_000, how: 'scripts', tag: '', perRound: 60, warmup: 5 },
+    { depth: 10_000, how: 'direct writes', tag: '', perRound: 15, warmup: 2 },
+    { depth: 100_000, how: 'direct writes', tag: '', perRound: 2, warmup: 1 },
+    { depth: 1_000, how: 'direct writes', tag: 'x', perRound: 60, warmup: 5 },
+  ];
+  const built: Array<{ depth: number; how: DepthResult['setup']; series: Series; setupMs: number }> = [];
+  for (const plan of plans) {
+    const { depth, how, tag } = plan;
+    const queue = rated(`rated:${depth}${tag}`);
+    const ticket = (i: number) =>
+      valid({ id: `b${depth}${tag}-${i}`, player: `r${i}`.padEnd(16, '.'), queue, rating: i * 1000, payload: PAYLOAD });
+    const start = nowMs();
+    if (how === 'scripts') await pool(depth, 64, (i) => ctx.store.createTicket(app.appId, ticket(i)));
+    else await writeWaitingRated(ctx, app, depth, ticket);
+    const setupMs = nowMs() - start;
+    if (depth > 0) log(`  (b) built depth ${depth} (${how}) in ${(setupMs / 1000).toFixed(1)} s`);
+    const id = (i: number) => `b${depth}${tag}-join-${i}`;
+    const series = new Series(
+      ctx,
+      id,
+      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: 'joiner-rated....', queue, rating: -500, payload: PAYLOAD })),
+      'waiting',
+      (i) => ctx.store.cancelTicket(app.appId, id(i)),
+    );
+    built.push({ depth, how, series, setupMs });
+  }
+  await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
+  const all = built.map((b) => b.series.result(b.depth, b.setupMs, b.how));
+  return { results: all.slice(0, 4), check: { depth: 1000, scriptsUs: all[1]!.serverUs, directUs: all[4]!.serverUs } };
+}
+
+/** The writes createTicket.lua makes for a ticket that waits in a rated queue, in bulk. */
+async function writeWaitingRated(ctx: BenchContext, app: BenchApp, count: number, ticket: (i: number) => ReturnType<typeof valid>): Promise<void> {
+  const scope = app.scope;
+  const first = (await ctx.admin.incrby(`${scope}seq`, count)) - count + 1;
+  const sample = ticket(0);
+  await ctx.admin.hsetnx(`${scope}qp`, sample.input.queue.key, sample.policyJson);
+  const now = String(Number(await ctx.admin.get(`${scope}clock`)));
+  const chunk = 5000;
+  for (let from = 0; from < count; from += chunk) {
+    const pipeline = ctx.bulk.pipeline();
+    for (let i = from; i < Math.min(count, from + chunk); i++) {
+      const { input, payloadJson } = ticket(i);
+      const seq = first + i;
+      pipeline.hset(`${scope}t:${input.id}`, 's', 'w', 'p', input.player, 'q', input.queue.key, 'd', payloadJson, 'c', now, 'n', seq, 'r', JSON.stringify(input.rating));
+      pipeline.zadd(`${scope}all`, seq, input.id);
+      pipeline.zadd(`${scope}p:${input.player}`, seq, input.id);
+      pipeline.zadd(`${scope}qw:${input.queue.key}`, seq, input.id);
+    }
+    await pipeline.exec();
+  }
+  // The written tickets must read back as the script's own (render path, listTickets by ID).
+  const check = await ctx.store.listTickets(app.appId, { id: ticket(count - 1).input.id, snapshot: '', after: '0' }, 25);
+  const rendered = JSON.parse(check.tickets[0] ?? 'null') as { state?: string; admission?: { input?: { rating?: number } } } | null;
+  if (rendered?.state !== 'waiting' || rendered.admission?.input?.rating !== (count - 1) * 1000) {
+    throw new Error('directly written rated tickets do not read back as waiting tickets');
+  }
+}
+
+const BURST_PLAYER = 'player-burst....';
+const NEXT = 400; // admissions timed right after a burst
+/** Live tickets beyond the measured admissions: disturbed samples are retaken, and each takes one. */
+const SPARE = 1000;
+const BASELINE = 200; // admissions of the no-burst queue timed just before each burst
+
+/**
+ * (c) A queue of one player's tickets: a burst of N with cutoff T0+1s at the head, then `live`
+ * ones without cutoff. When the clock moves to T0+5s, the ONE admission of another player
+ * retires all N and pairs with the first live ticket; the admissions after it pair with the
+ * next live tickets. With N = 0 it is the baseline queue.
+ */
+async function burstQueue(ctx: BenchContext, app: BenchApp, depth: number, live: number, tag: string): Promise<{ queue: Queue; setupMs: number }> {
+  const queue = unrated(`burst:${depth}:${tag}`);
+  const start = nowMs();
+  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
+  await pool(depth, 2000, (i) =>
+    ctx.store.createTicket(app.appId, valid({ id: `c${depth}${tag}-x${i}`, player: BURST_PLAYER, queue, payload: PAYLOAD, expiresAt: T0 + 1000 })),
+  );
+  await pool(live, 500, (i) => ctx.store.createTicket(app.appId, valid({ id: `c${depth}${tag}-l${i}`, player: BURST_PLAYER, queue, payload: PAYLOAD })));
+  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + 5000));
+  return { queue, setupMs: nowMs() - start };
+}
+
+function joiners(ctx: BenchContext, app: BenchApp, queue: Queue, tag: string): Series {
+  const id = (i: number) => `c-${tag}-next-${i}`;
+  return new Series(
+    ctx,
+    id,
+    (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: `joiner-${i}`.padEnd(16, '.'), queue, payload: PAYLOAD })),
+    'matched',
+    async () => {},
+  );
+}
+
+/** Removes a finished burst repeat's tickets (keeps the app's indexes from growing between repeats). */
+async function deleteRepeat(ctx: BenchContext, app: BenchApp, depth: number, tag: string, live: number): Promise<void> {
+  const ids: string[] = [];
+  for (let i = 0; i < depth; i++) ids.push(`c${depth}${tag}-x${i}`);
+  for (let i = 0; i < live; i++) ids.push(`c${depth}${tag}-l${i}`);
+  for (let from = 0; from < ids.length; from += 5000) {
+    const part = ids.slice(from, from + 5000);
+    const pipeline = ctx.bulk.pipeline();
+    pipeline.unlink(...part.map((id) => `${app.scope}t:${id}`));
+    pipeline.zrem(`${app.scope}all`, ...part);
+    pipeline.zrem(`${app.scope}p:${BURST_PLAYER}`, ...part);
+    await pipeline.exec();
+  }
+  const queue = `burst:${depth}:${tag}`;
+  await ctx.bulk.unlink(`${app.scope}qo:${queue.length}:${queue}${BURST_PLAYER}`, `${app.scope}qh:${queue}`);
+}
+
+async function burst(ctx: BenchContext, app: BenchApp, baseline: Series, depth: number, repeats: number): Promise<BurstResult> {
+  const live = NEXT + SPARE; // each measured admission pairs with one live ticket
+  const perRetired: number[] = [];
+  const burstServerUs: number[] = [];
+  let setupMs = 0;
+  let last: { queue: Queue; setupMs: number } | null = null;
+  for (let r = 0; r < repeats; r++) {
+    const tag = `r${r}`;
+    last = await burstQueue(ctx, app, depth, live, tag);
+    setupMs += last.setupMs;
+    const queue = last.queue;
+    if (r === repeats - 1) await baseline.take(BASELINE); // adjacent in time to the admissions it is compared with
+    const joinerId = `c${depth}${tag}-joiner`;
+    let timed = await timeScriptCall(
+      ctx.admin,
+      () => ctx.store.createTicket(app.appId, valid({ id: joinerId, player: 'joiner-burst....', queue, payload: PAYLOAD })),
+      joinerId,
+    );
+    if (stateOf(timed.value) !== 'matched') throw new Error('bench shape broken: the burst admission did not pair');
+    const left = await ctx.admin.zcard(`${app.scope}qx:${queue.key}`);
+    if (left !== 0) throw new Error(`bench shape broken: ${left} expired tickets left after the burst admission`);
+    // Another client's script ran meanwhile: the client round trip is the honest fallback.
+    if (timed.serverUs === null) timed = { ...timed, serverUs: timed.clientUs };
+    burstServerUs.push(timed.serverUs!);
+    perRetired.push(timed.serverUs! / depth);
+    if (r < repeats - 1) await deleteRepeat(ctx, app, depth, tag, live);
+  }
+  // No warm-up: the first admissions after the burst are the point. The burst leaves its retired
+  // IDs as garbage in Redis's Lua heap (~8 MB for 100k), collected by the next few hundred scripts.
+  const after = joiners(ctx, app, last!.queue, `${depth}`);
+  await after.take(NEXT);
+  const baselineUs = median(baseline.server.slice(-BASELINE));
+  return {
+    depth,
+    perRetiredUs: median(perRetired),
+    burstServerUs,
+    repeats,
+    nextServerUs: median(after.server.slice(0, 200)),
+    nextClientUs: median(after.client.slice(0, 200)),
+    nextSamples: 200,
+    firstNextUs: after.server[0]!,
+    settledNextUs: median(after.server.slice(300, 400)),
+    baselineUs,
+    setupMs: setupMs / repeats,
+  };
+}
+
+export async function runAdmission(ctx: BenchContext, log: (line: string) => void): Promise<AdmissionResults> {
+  const results: Partial<AdmissionResults> = { rounds: ROUNDS };
+  {
+    const app = await registerApp(ctx, 'own-head');
+    await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
+    results.ownHead = await ownHead(ctx, app, log);
+    for (const r of results.ownHead) log(`  (a) own tickets at head, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    await deleteApp(ctx, app);
+  }
+  {
+    const app = await registerApp(ctx, 'rated');
+    await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
+    const { results: rows, check } = await ratedScan(ctx, app, log);
+    results.rated = rows;
+    results.ratedCrossCheck = check;
+    for (const r of rows) log(`  (b) incompatible rated, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples, ${r.setup}; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    log(`  (b) cross-check at 1k: queue built by the script ${check.scriptsUs} µs, written directly ${check.directUs} µs`);
+    await deleteApp(ctx, app);
+  }
+  {
+    const app = await registerApp(ctx, 'burst');
+    const base = await burstQueue(ctx, app, 0, 3 * BASELINE + 20 + SPARE, 'base');
+    const baseline = joiners(ctx, app, base.queue, 'base');
+    await baseline.warmup(20);
+    results.burst = [];
+    for (const [depth, repeats] of [[1_000, 5], [10_000, 3], [100_000, 1]] as const) {
+      const b = await burst(ctx, app, baseline, depth, repeats);
+      results.burst.push(b);
+      log(`  (c) burst of ${depth}: ${b.perRetiredUs.toFixed(2)} µs per retired ticket (${repeats}x); next 200 admissions ${b.nextServerUs} µs (first ${b.firstNextUs} µs, 300th-400th ${b.settledNextUs} µs), no-burst queue just before ${b.baselineUs} µs`);
+    }
+    await deleteApp(ctx, app);
+  }
+  return results as AdmissionResults;
+}
