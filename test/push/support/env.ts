@@ -69,8 +69,9 @@ export class PushWorld {
     return this.harness.keys;
   }
 
-  async startWorker(tuning: Record<string, number> = FAST_RECOVERY): Promise<SpawnedWorker> {
-    const worker = await spawnWorker({ ...this.env, HOST: '127.0.0.1', PORT: '0' }, tuning);
+  /** A worker child process (`serve --role worker`), or with role `all` the API and the worker in one process. */
+  async startWorker(tuning: Record<string, number> = FAST_RECOVERY, role: 'worker' | 'all' = 'worker'): Promise<SpawnedWorker> {
+    const worker = await spawnWorker({ ...this.env, HOST: '127.0.0.1', PORT: '0' }, tuning, role);
     this.workers.push(worker);
     return worker;
   }

@@ -20,8 +20,8 @@ function exited(child: ChildProcess): boolean {
 }
 
 /** Spawns a worker child process with `env` over this process's environment; resolves at its LISTENING line. */
-export function spawnWorker(env: Record<string, string>, tuning: Record<string, number> = {}): Promise<SpawnedWorker> {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER_SCRIPT, JSON.stringify(tuning)], {
+export function spawnWorker(env: Record<string, string>, tuning: Record<string, number> = {}, role: 'worker' | 'all' = 'worker'): Promise<SpawnedWorker> {
+  const child = spawn(process.execPath, ['--import', 'tsx', WORKER_SCRIPT, JSON.stringify(tuning), role], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
