@@ -58,10 +58,15 @@ local function observeExpiry(scope, id, now)
   end
 end
 
--- Retires every waiting ticket of a queue whose cutoff is at or before now (O(log n) each).
+-- Retires every waiting ticket of a queue whose cutoff is at or before now (O(log n) each),
+-- in chunks: a burst of 100k expired tickets never sits in the Lua heap at once.
+local RETIRE_CHUNK = 500
 local function retireExpired(scope, queue, now)
-  local due = redis.call('ZRANGEBYSCORE', expiryKey(scope, queue), '-inf', int(now))
-  for i = 1, #due do cancelWaiting(scope, due[i], 'expired', now) end
+  local xkey = expiryKey(scope, queue)
+  repeat
+    local due = redis.call('ZRANGEBYSCORE', xkey, '-inf', int(now), 'LIMIT', 0, RETIRE_CHUNK)
+    for i = 1, #due do cancelWaiting(scope, due[i], 'expired', now) end
+  until #due < RETIRE_CHUNK
 end
 
 -- Reply for one ticket: { id, its fields, the other ticket's fields (matched), queue policy }.

@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import webpush from 'web-push';
 import { issueManifest } from '../apps/manifest.js';
 import { AppRegistry } from '../apps/registry.js';
 import { registerManifest } from '../apps/verification.js';
@@ -20,6 +21,8 @@ const DEMO_NAME = 'Versus Demo';
 interface DevState {
   serviceSecretKey: string;
   appSecretKey: string;
+  /** Web Push keys, so notifications are enabled in the local stack. */
+  vapid: { publicKey: string; privateKey: string };
 }
 
 export class DevError extends Error {}
@@ -28,10 +31,19 @@ export class DevError extends Error {}
 function loadDevState(devDir: string): DevState {
   const file = join(devDir, 'keys.json');
   if (existsSync(file)) {
-    const state = JSON.parse(readFileSync(file, 'utf8')) as DevState;
-    if (parseSecretKey(state.serviceSecretKey) && parseSecretKey(state.appSecretKey)) return state;
+    const state = JSON.parse(readFileSync(file, 'utf8')) as Partial<DevState>;
+    if (state.serviceSecretKey && parseSecretKey(state.serviceSecretKey) && state.appSecretKey && parseSecretKey(state.appSecretKey)) {
+      // Key files from before VAPID keys were kept get them now.
+      const complete = { ...state, vapid: state.vapid ?? webpush.generateVAPIDKeys() } as DevState;
+      if (!state.vapid) writeFileSync(file, `${JSON.stringify(complete, null, 2)}\n`, { mode: 0o600 });
+      return complete;
+    }
   }
-  const state = { serviceSecretKey: generateKeyPair().secretKey, appSecretKey: generateKeyPair().secretKey };
+  const state: DevState = {
+    serviceSecretKey: generateKeyPair().secretKey,
+    appSecretKey: generateKeyPair().secretKey,
+    vapid: webpush.generateVAPIDKeys(),
+  };
   mkdirSync(devDir, { recursive: true });
   writeFileSync(file, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
   return state;
@@ -99,6 +111,9 @@ export async function runDev(env: Record<string, string | undefined> = process.e
     HOST: '127.0.0.1',
     ...env,
     SERVICE_SIGNING_KEY: env['SERVICE_SIGNING_KEY'] ?? state.serviceSecretKey,
+    VAPID_PUBLIC_KEY: env['VAPID_PUBLIC_KEY'] ?? state.vapid.publicKey,
+    VAPID_PRIVATE_KEY: env['VAPID_PRIVATE_KEY'] ?? state.vapid.privateKey,
+    VAPID_SUBJECT: env['VAPID_SUBJECT'] ?? 'mailto:dev@versus.localhost',
     SERVICE_SIGNING_PUBLIC_KEY: undefined,
   });
   const redisChild = await ensureRedis(config, devDir, log);

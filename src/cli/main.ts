@@ -33,11 +33,6 @@ const USAGE = `versus — head-to-head matchmaking and app notifications
               [--seed N] [--id-prefix load-] [--json]
                                                  admissions load against a deployment (SERVICE_API_URL,
                                                  VERSUS_APP_ORIGIN, SERVICE_APP_KEY); report on stdout
-  versus load [--url U] [--origin O] [--key K] [--rate N [--max-in-flight 256] | --concurrency 32]
-              [--duration 10s] [--timeout 10s] [--players 1000] [--queues 10] [--rated 0] [--cancel 0]
-              [--seed N] [--id-prefix load-] [--json]
-                                                 admissions load against a deployment (SERVICE_API_URL,
-                                                 VERSUS_APP_ORIGIN, SERVICE_APP_KEY); report on stdout
 
 Configuration comes from the environment (see README.md).`;
 
@@ -100,7 +95,8 @@ function shown(record: AppRecord): Omit<AppRecord, 'manifest'> {
 
 export async function main(argv: string[]): Promise<void> {
   const [command, sub, ...rest] = argv;
-  if (command === undefined || command === 'help' || argv.includes('--help') || argv.includes('-h')) {
+  // `versus load --help` is the load command's own usage; anywhere else --help shows this one.
+  if (command === undefined || command === 'help' || (command !== 'load' && (argv.includes('--help') || argv.includes('-h')))) {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
@@ -128,11 +124,6 @@ export async function main(argv: string[]): Promise<void> {
     case 'dev': {
       const { runDev } = await import('./dev.js');
       await runDev();
-      return;
-    }
-    case 'load': {
-      const { runLoadCommand } = await import('../load/cli.js');
-      await runLoadCommand([sub, ...rest].filter((a): a is string => a !== undefined));
       return;
     }
     case 'load': {

@@ -151,6 +151,15 @@ describe('versus dev', () => {
       expect((await call({ operation: 'createTicket', input: { id: 't-alice-1', player: 'alice', queue, payload: { seed: 42 } } })).state).toBe('waiting');
       const bob = await call({ operation: 'createTicket', input: { id: 't-bob-1', player: 'bob', queue, payload: { seed: 7 } } });
       expect(bob).toMatchObject({ state: 'matched', match: { payload: { seed: 42 } } });
+      // Push is enabled (VAPID keys of its own): a send reaches the audience check, not push_not_enabled.
+      const token = (await versus(['token'], env)).stdout.trim();
+      const push = await fetch(`${dev.lines['SERVICE_API_URL']}/api/push`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ to: '11111111111111111111111111111111', title: 'Hi', body: 'Your move' }),
+      });
+      expect(push.status).toBe(404);
+      expect(await push.json()).toEqual({ error: 'unknown_user' });
       expect(dev.stderr()).toContain(`using the Redis at ${redisUrl()}`);
     } finally {
       expect(await dev.stop(), dev.stderr()).toBe(0);

@@ -64,10 +64,12 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('passes the push settings through to the worker', () => {
-    const env = services['worker']!.environment ?? {};
-    for (const name of ['VAPID_PUBLIC_KEY', 'VAPID_PRIVATE_KEY', 'VAPID_SUBJECT', 'PUSH_ENDPOINT_HOSTS']) {
-      expect(env[name], name).toMatch(new RegExp(`^\\$\\{${name}(:-)?\\}$`));
+  it('passes the push settings through to the worker and to both APIs (which answer push_not_enabled without them)', () => {
+    for (const service of ['worker', 'api1', 'api2']) {
+      const env = services[service]!.environment ?? {};
+      for (const name of ['VAPID_PUBLIC_KEY', 'VAPID_PRIVATE_KEY', 'VAPID_SUBJECT', 'PUSH_ENDPOINT_HOSTS']) {
+        expect(env[name], `${service} ${name}`).toMatch(new RegExp(`^\\$\\{${name}(:-)?\\}$`));
+      }
     }
   });
 
