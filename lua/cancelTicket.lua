@@ -13,7 +13,7 @@
 
 local scope = KEYS[1]
 local id = ARGV[1]
-local now = currentTime(scope, ARGV[2])
+local now = currentTime(clockKey(scope), ARGV[2])
 local tkey = ticketKey(scope, id)
 
 local f = redis.call('HMGET', tkey, 's', 'x')

@@ -25,7 +25,7 @@
 local scope = KEYS[1]
 local id, player, queue, policyJson, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local rating, expiresAt = ARGV[6], ARGV[7]
-local now = currentTime(scope, ARGV[11])
+local now = currentTime(clockKey(scope), ARGV[11])
 local tkey = ticketKey(scope, id)
 
 local existing = redis.call('HMGET', tkey, 's', 'p', 'q', 'd', 'r', 'x')

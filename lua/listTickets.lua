@@ -21,7 +21,7 @@ local player, id = ARGV[1], ARGV[2]
 local snapshot = ARGV[3]
 local after = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
-local now = currentTime(scope, ARGV[6])
+local now = currentTime(clockKey(scope), ARGV[6])
 if snapshot == '' then snapshot = redis.call('GET', scope .. 'seq') or '0' end
 local bound = tonumber(snapshot)
 

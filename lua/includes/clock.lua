@@ -1,11 +1,11 @@
 --[[
   The one clock of every replica: Redis TIME in milliseconds. With the test switch on
-  (ARGV flag "1", refused by production configuration), a frozen per-app time in the
-  scope's `clock` key wins when it is set.
+  (ARGV flag "1", refused by production configuration), a frozen per-app time in the app's
+  clock key (keys.lua clockKey, Keys.testClock in TypeScript) wins when it is set.
 ]]
-local function currentTime(scope, testClock)
+local function currentTime(clockKey, testClock)
   if testClock == '1' then
-    local frozen = redis.call('GET', scope .. 'clock')
+    local frozen = redis.call('GET', clockKey)
     if frozen then return tonumber(frozen) end
   end
   local t = redis.call('TIME')

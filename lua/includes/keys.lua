@@ -14,6 +14,7 @@
                             sequence (<n> is the queue key's length, so the name is unambiguous)
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
 ]]
+local function clockKey(scope) return scope .. 'clock' end
 local function ticketKey(scope, id) return scope .. 't:' .. id end
 local function playerKey(scope, player) return scope .. 'p:' .. player end
 local function waitingKey(scope, queue) return scope .. 'qw:' .. queue end

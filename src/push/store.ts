@@ -1,19 +1,22 @@
 import { createHash } from 'node:crypto';
 import type { RedisClient } from '../redis/connection.js';
 import type { Keys } from '../redis/keys.js';
-import {
-  ADD_SUBSCRIPTION,
-  ADD_WITH_TTL,
-  CHUNK_DONE,
-  DELETE_IF,
-  REMOVE_SUBSCRIPTION,
-  SNAPSHOT_STEP,
-  VISIT,
-  VISITED_WITHIN,
-} from './scripts.js';
+import { ScriptRunner } from '../redis/scripts.js';
 import { HOST_NONCE_TTL_MS, IDEMPOTENCY_TTL_S, MAX_SUBSCRIPTIONS_PER_WALLET, type PushJob, type StoredSubscription, VISIT_RETENTION_MS } from './types.js';
 
 const DAY_MS = 86_400_000;
+
+/** The push scripts in lua/ (each headed by its KEYS and ARGV), run by the shared ScriptRunner. */
+const PUSH_SCRIPTS = [
+  'pushVisit',
+  'pushVisitedWithin',
+  'pushAddSubscription',
+  'pushRemoveSubscription',
+  'pushDeleteIf',
+  'pushAddWithTtl',
+  'pushSnapshotStep',
+  'pushChunkDone',
+] as const;
 /** Lifetime of per-notification state (snapshot, delivered set) while a delivery may still run. */
 const DELIVERY_STATE_TTL_S = 24 * 3600;
 /** Kept this long after a notification finished, for late duplicates of its jobs. */
@@ -40,6 +43,8 @@ export interface IdempotencyRecord {
  * state (one hash tag per app). Every key name comes from Keys.
  */
 export class PushStore {
+  private readonly scripts = new ScriptRunner(PUSH_SCRIPTS);
+
   constructor(
     readonly redis: RedisClient,
     readonly keys: Keys,
@@ -72,32 +77,30 @@ export class PushStore {
   async addSubscription(wallet: string, subscription: StoredSubscription): Promise<void> {
     await this.markKnown(wallet);
     const json = JSON.stringify(subscription);
-    const dropped = (await ADD_SUBSCRIPTION.run(
-      this.redis,
+    const dropped = (await this.scripts.run(this.redis, 'pushAddSubscription',
       [this.keys.walletSubscriptions(wallet), this.keys.walletSubscriptionOrder(wallet)],
       [subscription.endpoint, json, Date.now(), MAX_SUBSCRIPTIONS_PER_WALLET],
     )) as string[];
     const previous = await this.redis.set(this.keys.endpointOwner(subscription.endpoint), wallet, 'GET');
     if (previous !== null && previous !== wallet) {
-      await REMOVE_SUBSCRIPTION.run(this.redis, [this.keys.walletSubscriptions(previous), this.keys.walletSubscriptionOrder(previous)], [subscription.endpoint]);
+      await this.scripts.run(this.redis, 'pushRemoveSubscription', [this.keys.walletSubscriptions(previous), this.keys.walletSubscriptionOrder(previous)], [subscription.endpoint]);
     }
-    for (const endpoint of dropped) await DELETE_IF.run(this.redis, [this.keys.endpointOwner(endpoint)], [wallet]);
+    for (const endpoint of dropped) await this.scripts.run(this.redis, 'pushDeleteIf', [this.keys.endpointOwner(endpoint)], [wallet]);
   }
 
   /** Removes a wallet's subscription of an endpoint (nothing when it has none). */
   async removeSubscription(wallet: string, endpoint: string): Promise<void> {
-    await REMOVE_SUBSCRIPTION.run(this.redis, [this.keys.walletSubscriptions(wallet), this.keys.walletSubscriptionOrder(wallet)], [endpoint]);
-    await DELETE_IF.run(this.redis, [this.keys.endpointOwner(endpoint)], [wallet]);
+    await this.scripts.run(this.redis, 'pushRemoveSubscription', [this.keys.walletSubscriptions(wallet), this.keys.walletSubscriptionOrder(wallet)], [endpoint]);
+    await this.scripts.run(this.redis, 'pushDeleteIf', [this.keys.endpointOwner(endpoint)], [wallet]);
   }
 
   /** Drops a subscription a push service answered 404/410 for, unless it was registered anew since. */
   async dropGoneSubscription(wallet: string, subscription: StoredSubscription): Promise<void> {
-    const removed = await REMOVE_SUBSCRIPTION.run(
-      this.redis,
+    const removed = await this.scripts.run(this.redis, 'pushRemoveSubscription',
       [this.keys.walletSubscriptions(wallet), this.keys.walletSubscriptionOrder(wallet)],
       [subscription.endpoint, JSON.stringify(subscription)],
     );
-    if (removed === 1) await DELETE_IF.run(this.redis, [this.keys.endpointOwner(subscription.endpoint)], [wallet]);
+    if (removed === 1) await this.scripts.run(this.redis, 'pushDeleteIf', [this.keys.endpointOwner(subscription.endpoint)], [wallet]);
   }
 
   async subscriptions(wallet: string): Promise<StoredSubscription[]> {
@@ -118,11 +121,11 @@ export class PushStore {
   /** The wallet opened the app now (the app's clock). */
   async recordVisit(appId: string, wallet: string): Promise<void> {
     await this.markKnown(wallet);
-    await VISIT.run(this.redis, [this.keys.pushVisitors(appId), this.keys.testClock(appId)], [wallet, this.clockFlag, VISIT_RETENTION_MS]);
+    await this.scripts.run(this.redis, 'pushVisit', [this.keys.pushVisitors(appId), this.keys.testClock(appId)], [wallet, this.clockFlag, VISIT_RETENTION_MS]);
   }
 
   async visitedWithin(appId: string, wallet: string, days: number): Promise<boolean> {
-    const within = await VISITED_WITHIN.run(this.redis, [this.keys.pushVisitors(appId), this.keys.testClock(appId)], [wallet, days * DAY_MS, this.clockFlag]);
+    const within = await this.scripts.run(this.redis, 'pushVisitedWithin', [this.keys.pushVisitors(appId), this.keys.testClock(appId)], [wallet, days * DAY_MS, this.clockFlag]);
     return within === 1;
   }
 
@@ -170,7 +173,7 @@ export class PushStore {
 
   /** Records, right after the push service answered, that this notification is settled for an endpoint. */
   async markSettled(appId: string, notificationId: string, hash: string): Promise<void> {
-    await ADD_WITH_TTL.run(this.redis, [this.keys.pushSettled(appId, notificationId)], [hash, DELIVERY_STATE_TTL_S]);
+    await this.scripts.run(this.redis, 'pushAddWithTtl', [this.keys.pushSettled(appId, notificationId)], [hash, DELIVERY_STATE_TTL_S]);
   }
 
   /** A one-user notification is finished: its delivered set only needs to outlive late duplicates. */
@@ -180,8 +183,7 @@ export class PushStore {
 
   /** One bounded step of a broadcast's audience snapshot; see SNAPSHOT_STEP. */
   async snapshotStep(appId: string, notificationId: string, days: number, pageSize: number): Promise<{ done: boolean; count: number }> {
-    const [done, count] = (await SNAPSHOT_STEP.run(
-      this.redis,
+    const [done, count] = (await this.scripts.run(this.redis, 'pushSnapshotStep',
       [this.keys.pushVisitors(appId), this.keys.pushAudience(appId, notificationId), this.keys.pushFanout(appId, notificationId), this.keys.testClock(appId)],
       [days * DAY_MS, pageSize, this.clockFlag, DELIVERY_STATE_TTL_S],
     )) as [number, number];
@@ -212,8 +214,7 @@ export class PushStore {
   }
 
   async chunkDone(appId: string, notificationId: string): Promise<number> {
-    return (await CHUNK_DONE.run(
-      this.redis,
+    return (await this.scripts.run(this.redis, 'pushChunkDone',
       [this.keys.pushFanout(appId, notificationId), this.keys.pushAudience(appId, notificationId), this.keys.pushSettled(appId, notificationId)],
       [FINISHED_GRACE_S],
     )) as number;
