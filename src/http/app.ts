@@ -45,16 +45,38 @@ function toApiError(error: unknown): ApiError {
   return new ApiError('internal', error instanceof Error ? error.message : String(error));
 }
 
-export function createApp(services: Services): express.Express {
-  const { config, registry, matchmaking, logger } = services;
+/** An express app with the settings every Versus HTTP face shares (API and worker), and /healthz. */
+export function baseApp(): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('query parser', false);
-
   app.get('/healthz', (_req, res) => {
     res.type('application/json').send('{"status":"ok"}');
   });
+  return app;
+}
+
+/** The end every face shares: JSON 404 for unknown routes, then the one error handler. */
+export function finishApp(app: express.Express, logger: Logger): express.Express {
+  app.use((_req: Request, res: Response) => {
+    sendError(res, new ApiError('not_found'));
+  });
+
+  // Express recognises error handlers by their four parameters.
+  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const apiError = toApiError(error);
+    const line = { method: req.method, path: req.path, code: apiError.code, status: apiError.status, detail: apiError.detail };
+    if (apiError.status >= 500) logger.error(line, 'request failed');
+    else logger.debug(line, 'request refused');
+    sendError(res, apiError);
+  });
+  return app;
+}
+
+export function createApp(services: Services): express.Express {
+  const { config, registry, matchmaking, logger } = services;
+  const app = baseApp();
 
   app.get('/readyz', async (_req, res) => {
     try {
@@ -79,18 +101,5 @@ export function createApp(services: Services): express.Express {
 
   app.use(createPushRouter(services));
 
-  app.use((_req: Request, res: Response) => {
-    sendError(res, new ApiError('not_found'));
-  });
-
-  // Express recognises error handlers by their four parameters.
-  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const apiError = toApiError(error);
-    const line = { method: req.method, path: req.path, code: apiError.code, status: apiError.status, detail: apiError.detail };
-    if (apiError.status >= 500) logger.error(line, 'request failed');
-    else logger.debug(line, 'request refused');
-    sendError(res, apiError);
-  });
-
-  return app;
+  return finishApp(app, logger);
 }

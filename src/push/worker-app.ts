@@ -1,6 +1,6 @@
-import express, { type NextFunction, type Request, type Response } from 'express';
+import type express from 'express';
 import { ApiError, sendError } from '../http/errors.js';
-import type { Services } from '../http/app.js';
+import { baseApp, finishApp, type Services } from '../http/app.js';
 
 /**
  * The HTTP face of `versus serve --role worker`: `/healthz` (the process runs) and `/readyz`
@@ -8,14 +8,7 @@ import type { Services } from '../http/app.js';
  * else 503 `{"error":"unavailable"}`). Everything else is 404 `{"error":"not_found"}`.
  */
 export function createWorkerApp(services: Services): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  app.disable('etag');
-  app.set('query parser', false);
-
-  app.get('/healthz', (_req, res) => {
-    res.type('application/json').send('{"status":"ok"}');
-  });
+  const app = baseApp();
 
   app.get('/readyz', async (_req, res) => {
     try {
@@ -28,14 +21,5 @@ export function createWorkerApp(services: Services): express.Express {
     }
   });
 
-  app.use((_req: Request, res: Response) => {
-    sendError(res, new ApiError('not_found'));
-  });
-
-  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    services.logger.error({ err: error instanceof Error ? error.message : String(error) }, 'worker request failed');
-    sendError(res, new ApiError('internal'));
-  });
-
-  return app;
+  return finishApp(app, services.logger);
 }
