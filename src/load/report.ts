@@ -3,24 +3,15 @@ import type { LatencySummary, LoadStats, OperationStats } from './stats.js';
 
 /** What a run reports; `--json` prints exactly this object. */
 export interface LoadReport {
-  run: {
+  /** The run's options as given (the key left out), its ID and its model flattened. */
+  run: Pick<LoadOptions, 'seed' | 'url' | 'origin' | 'durationMs' | 'timeoutMs' | 'players' | 'queues' | 'rated' | 'cancel' | 'idPrefix'> & {
     id: string;
-    seed: number;
-    url: string;
-    origin: string;
     model: LoadModel['kind'];
     /** Target admissions per second (open model), else null. */
     rate: number | null;
     maxInFlight: number | null;
     /** Workers (closed model), else null. */
     concurrency: number | null;
-    durationMs: number;
-    timeoutMs: number;
-    players: number;
-    queues: number;
-    rated: number;
-    cancel: number;
-    idPrefix: string;
   };
   /** Time admissions were sent (the duration, or less when stopped early). */
   windowMs: number;
