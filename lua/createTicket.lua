@@ -73,6 +73,6 @@ if partner then
   redis.call('HSET', ticketKey(scope, partner), 's', 'm', 'mi', matchId, 'o', id, 'ma', int(now))
   redis.call('HSET', tkey, 's', 'm', 'mi', matchId, 'o', partner, 'ma', int(now), 'j', '1')
 else
-  joinQueue(scope, id, queue, player, rated, seq, expiresAt)
+  joinQueue(scope, id, queue, player, rating, seq, expiresAt)
 end
 return { 'ok', ticketReply(scope, id) }

@@ -41,7 +41,6 @@ export interface DepthResult {
   /** Long samples disturbed so, timed instead by the entry Redis's slowlog made of them. */
   fromSlowlog: number;
   setupMs: number;
-  setup: 'scripts' | 'direct writes';
 }
 
 export interface BurstResult {
@@ -67,8 +66,6 @@ export interface AdmissionResults {
   rounds: number;
   ownHead: DepthResult[];
   rated: DepthResult[];
-  /** A 1k rated queue built by the script and one written directly, timed alike. */
-  ratedCrossCheck: { depth: number; scriptsUs: number; directUs: number };
   burst: BurstResult[];
 }
 
@@ -127,8 +124,8 @@ class Series {
     }
   }
 
-  result(depth: number, setupMs: number, setup: DepthResult['setup']): DepthResult {
-    return { depth, serverUs: median(this.server), clientUs: median(this.client), samples: this.server.length, discarded: this.discarded, fromSlowlog: this.fromSlowlog, setupMs, setup };
+  result(depth: number, setupMs: number): DepthResult {
+    return { depth, serverUs: median(this.server), clientUs: median(this.client), samples: this.server.length, discarded: this.discarded, fromSlowlog: this.fromSlowlog, setupMs };
   }
 }
 
@@ -167,80 +164,43 @@ async function ownHead(ctx: BenchContext, app: BenchApp, log: (line: string) => 
     built.push({ depth, series, setupMs });
   }
   await interleave(built.map((b) => b.series), built.map(() => 60), built.map(() => 20));
-  return built.map((b) => b.series.result(b.depth, b.setupMs, 'scripts'));
+  return built.map((b) => b.series.result(b.depth, b.setupMs));
 }
 
 /**
  * (b) N mutually incompatible rated tickets: ratings i*1000, policy {initial 1, widen 0.001/s},
- * all admitted at the frozen T0, so no band reaches a neighbour. The joiner (rating -500) fits
- * none: it is compared with every waiting ticket, waits, and is cancelled.
- *
- * Building this queue through the script is itself quadratic (each admission compares with
- * every older ticket: ~3 µs a comparison here, so 10k would take minutes and 100k hours).
- * Depths up to 1k are admitted through the script; deeper queues are written directly with
- * exactly the fields and index entries createTicket.lua writes for a waiting rated ticket
- * (lua/includes/ticket.lua, keys.lua), and a 1k queue written that way is timed as a check.
+ * all admitted at the frozen T0, so no band reaches a neighbour. The joiner's rating falls in
+ * the middle gap (between the two middle ratings), so it fits none, waits, and is cancelled.
  */
-async function ratedScan(ctx: BenchContext, app: BenchApp, log: (line: string) => void): Promise<{ results: DepthResult[]; check: AdmissionResults['ratedCrossCheck'] }> {
-  const plans: Array<{ depth: number; how: DepthResult['setup']; tag: string; perRound: number; warmup: number }> = [
-    { depth: 0, how: 'scripts', tag: '', perRound: 60, warmup: 20 },
-    { depth: 1_000, how: 'scripts', tag: '', perRound: 60, warmup: 5 },
-    { depth: 10_000, how: 'direct writes', tag: '', perRound: 15, warmup: 2 },
-    { depth: 100_000, how: 'direct writes', tag: '', perRound: 2, warmup: 1 },
-    { depth: 1_000, how: 'direct writes', tag: 'x', perRound: 60, warmup: 5 },
+async function ratedQueue(ctx: BenchContext, app: BenchApp, log: (line: string) => void): Promise<DepthResult[]> {
+  const plans = [
+    { depth: 0, perRound: 60, warmup: 20 },
+    { depth: 1_000, perRound: 60, warmup: 5 },
+    { depth: 10_000, perRound: 60, warmup: 5 },
+    { depth: 100_000, perRound: 60, warmup: 5 },
   ];
-  const built: Array<{ depth: number; how: DepthResult['setup']; series: Series; setupMs: number }> = [];
-  for (const plan of plans) {
-    const { depth, how, tag } = plan;
-    const queue = rated(`rated:${depth}${tag}`);
+  const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
+  for (const { depth } of plans) {
+    const queue = rated(`rated:${depth}`);
     const ticket = (i: number) =>
-      valid({ id: `b${depth}${tag}-${i}`, player: `r${i}`.padEnd(16, '.'), queue, rating: i * 1000, payload: PAYLOAD });
+      valid({ id: `b${depth}-${i}`, player: `r${i}`.padEnd(16, '.'), queue, rating: i * 1000, payload: PAYLOAD });
     const start = nowMs();
-    if (how === 'scripts') await pool(depth, 64, (i) => ctx.store.createTicket(app.appId, ticket(i)));
-    else await writeWaitingRated(ctx, app, depth, ticket);
+    await pool(depth, 64, (i) => ctx.store.createTicket(app.appId, ticket(i)));
     const setupMs = nowMs() - start;
-    if (depth > 0) log(`  (b) built depth ${depth} (${how}) in ${(setupMs / 1000).toFixed(1)} s`);
-    const id = (i: number) => `b${depth}${tag}-join-${i}`;
+    if (depth > 0) log(`  (b) built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
+    const joinerRating = Math.floor(depth / 2) * 1000 + 500;
+    const id = (i: number) => `b${depth}-join-${i}`;
     const series = new Series(
       ctx,
       id,
-      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: 'joiner-rated....', queue, rating: -500, payload: PAYLOAD })),
+      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: 'joiner-rated....', queue, rating: joinerRating, payload: PAYLOAD })),
       'waiting',
       (i) => ctx.store.cancelTicket(app.appId, id(i)),
     );
-    built.push({ depth, how, series, setupMs });
+    built.push({ depth, series, setupMs });
   }
   await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
-  const all = built.map((b) => b.series.result(b.depth, b.setupMs, b.how));
-  return { results: all.slice(0, 4), check: { depth: 1000, scriptsUs: all[1]!.serverUs, directUs: all[4]!.serverUs } };
-}
-
-/** The writes createTicket.lua makes for a ticket that waits in a rated queue, in bulk. */
-async function writeWaitingRated(ctx: BenchContext, app: BenchApp, count: number, ticket: (i: number) => ReturnType<typeof valid>): Promise<void> {
-  const scope = app.scope;
-  const first = (await ctx.admin.incrby(`${scope}seq`, count)) - count + 1;
-  const sample = ticket(0);
-  await ctx.admin.hsetnx(`${scope}qp`, sample.input.queue.key, sample.policyJson);
-  const now = String(Number(await ctx.admin.get(`${scope}clock`)));
-  const chunk = 5000;
-  for (let from = 0; from < count; from += chunk) {
-    const pipeline = ctx.bulk.pipeline();
-    for (let i = from; i < Math.min(count, from + chunk); i++) {
-      const { input, payloadJson } = ticket(i);
-      const seq = first + i;
-      pipeline.hset(`${scope}t:${input.id}`, 's', 'w', 'p', input.player, 'q', input.queue.key, 'd', payloadJson, 'c', now, 'n', seq, 'r', JSON.stringify(input.rating));
-      pipeline.zadd(`${scope}all`, seq, input.id);
-      pipeline.zadd(`${scope}p:${input.player}`, seq, input.id);
-      pipeline.zadd(`${scope}qw:${input.queue.key}`, seq, input.id);
-    }
-    await pipeline.exec();
-  }
-  // The written tickets must read back as the script's own (render path, listTickets by ID).
-  const check = await ctx.store.listTickets(app.appId, { id: ticket(count - 1).input.id, snapshot: '', after: '0' }, 25);
-  const rendered = JSON.parse(check.tickets[0] ?? 'null') as { state?: string; admission?: { input?: { rating?: number } } } | null;
-  if (rendered?.state !== 'waiting' || rendered.admission?.input?.rating !== (count - 1) * 1000) {
-    throw new Error('directly written rated tickets do not read back as waiting tickets');
-  }
+  return built.map((b) => b.series.result(b.depth, b.setupMs));
 }
 
 const BURST_PLAYER = 'player-burst....';
@@ -354,11 +314,8 @@ export async function runAdmission(ctx: BenchContext, log: (line: string) => voi
   {
     const app = await registerApp(ctx, 'rated');
     await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
-    const { results: rows, check } = await ratedScan(ctx, app, log);
-    results.rated = rows;
-    results.ratedCrossCheck = check;
-    for (const r of rows) log(`  (b) incompatible rated, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples, ${r.setup}; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
-    log(`  (b) cross-check at 1k: queue built by the script ${check.scriptsUs} µs, written directly ${check.directUs} µs`);
+    results.rated = await ratedQueue(ctx, app, log);
+    for (const r of results.rated) log(`  (b) incompatible rated, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
     await deleteApp(ctx, app);
   }
   {

@@ -8,6 +8,7 @@
     t:<id>         hash     one ticket (fields in ticket.lua)
     p:<player>     zset     one player's tickets, score = sequence (tombstones have no player)
     qw:<queue>     zset     waiting RATED tickets of one queue, score = sequence
+    qr:<queue>     zset     the same tickets, score = rating (pairing.lua's rating window)
     qh:<queue>     zset     "player heads": player -> sequence of that player's oldest waiting
                             UNRATED ticket in the queue (finds another player's oldest in O(log n))
     qo:<n>:<queue><player>  zset  one player's waiting unrated tickets in one queue, score =
@@ -18,6 +19,7 @@ local function clockKey(scope) return scope .. 'clock' end
 local function ticketKey(scope, id) return scope .. 't:' .. id end
 local function playerKey(scope, player) return scope .. 'p:' .. player end
 local function waitingKey(scope, queue) return scope .. 'qw:' .. queue end
+local function ratingKey(scope, queue) return scope .. 'qr:' .. queue end
 local function expiryKey(scope, queue) return scope .. 'qx:' .. queue end
 local function headsKey(scope, queue) return scope .. 'qh:' .. queue end
 local function ownKey(scope, queue, player) return scope .. 'qo:' .. #queue .. ':' .. queue .. player end

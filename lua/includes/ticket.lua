@@ -12,9 +12,11 @@
 --- @include "keys"
 
 -- Puts a new waiting ticket into its queue's indexes.
-local function joinQueue(scope, id, queue, player, rated, seq, expiresAt)
-  if rated then
+-- `rating` is the ticket's rating as JSON number text, or "" when unrated.
+local function joinQueue(scope, id, queue, player, rating, seq, expiresAt)
+  if rating ~= '' then
     redis.call('ZADD', waitingKey(scope, queue), seq, id)
+    redis.call('ZADD', ratingKey(scope, queue), rating, id)
   else
     redis.call('ZADD', ownKey(scope, queue, player), seq, id)
     -- NX: a player's existing head is older than any new ticket.
@@ -27,6 +29,7 @@ end
 local function leaveQueue(scope, id, queue, player, rated)
   if rated then
     redis.call('ZREM', waitingKey(scope, queue), id)
+    redis.call('ZREM', ratingKey(scope, queue), id)
   else
     local own = ownKey(scope, queue, player)
     local head = redis.call('ZRANGE', own, 0, 0)[1]
