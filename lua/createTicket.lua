@@ -44,17 +44,19 @@ if fixedPolicy and fixedPolicy ~= policyJson then return { 'queue_conflict' } en
 if not fixedPolicy then redis.call('HSET', scope .. 'qp', queue, policyJson) end
 
 local seq = redis.call('INCR', scope .. 'seq')
-local fields = { 's', 'w', 'p', player, 'q', queue, 'd', payload, 'c', int(now), 'n', seq }
+local fields = { 's', 'w', 'p', player, 'q', queue, 'd', payload, 'c', int(now), 'n', int(seq) }
 if rating ~= '' then table.insert(fields, 'r'); table.insert(fields, rating) end
 if expiresAt ~= '' then table.insert(fields, 'x'); table.insert(fields, expiresAt) end
-redis.call('HSET', tkey, unpack(fields))
 redis.call('ZADD', scope .. 'all', seq, id)
 redis.call('ZADD', playerKey(scope, player), seq, id)
 
 if expiresAt ~= '' and tonumber(expiresAt) <= now then
   -- Already past its cutoff: recorded, never waits, cancelledAt == createdAt.
-  redis.call('HSET', tkey, 's', 'c', 'rs', 'expired', 'ca', int(now))
-  return { 'ok', ticketReply(scope, id) }
+  fields[2] = 'c'
+  table.insert(fields, 'rs'); table.insert(fields, 'expired')
+  table.insert(fields, 'ca'); table.insert(fields, int(now))
+  redis.call('HSET', tkey, unpack(fields))
+  return { 'ok', admissionReply(scope, id, fields, nil, policyJson) }
 end
 
 retireExpired(scope, queue, now)
@@ -65,14 +67,19 @@ if ARGV[8] ~= '' then
   if ARGV[10] ~= '' then policy.max = tonumber(ARGV[10]) end
 end
 local rated = rating ~= ''
-local partner = findPartner(scope, queue, player, rated and tonumber(rating) or nil, now, policy)
+-- The new ticket is in no queue index yet, so the search cannot find it; its hash is written
+-- once, afterwards, in its final state.
+local partner, partnerPlayer = findPartner(scope, queue, player, rated and tonumber(rating) or nil, now, policy)
 
 if partner then
   local matchId = 'm' .. seq
-  leaveQueue(scope, partner, queue, redis.call('HGET', ticketKey(scope, partner), 'p'), rated)
+  leaveQueue(scope, partner, queue, partnerPlayer, rated, true)
   redis.call('HSET', ticketKey(scope, partner), 's', 'm', 'mi', matchId, 'o', id, 'ma', int(now))
-  redis.call('HSET', tkey, 's', 'm', 'mi', matchId, 'o', partner, 'ma', int(now), 'j', '1')
+  fields[2] = 'm'
+  for _, v in ipairs({ 'mi', matchId, 'o', partner, 'ma', int(now), 'j', '1' }) do table.insert(fields, v) end
+  redis.call('HSET', tkey, unpack(fields))
 else
+  redis.call('HSET', tkey, unpack(fields))
   joinQueue(scope, id, queue, player, rating, seq, expiresAt)
 end
-return { 'ok', ticketReply(scope, id) }
+return { 'ok', admissionReply(scope, id, fields, partner, policyJson) }

@@ -9,10 +9,11 @@
 
 -- Unrated: the oldest waiting ticket of another player, from the player-head index. At most
 -- two heads are read: the oldest, and the next when the oldest is the joining player's own.
+-- Returns the ticket and its player, whose head it is.
 local function findUnratedPartner(scope, queue, player)
   local heads = redis.call('ZRANGE', headsKey(scope, queue), 0, 1)
   for i = 1, #heads do
-    if heads[i] ~= player then return redis.call('ZRANGE', ownKey(scope, queue, heads[i]), 0, 0)[1] end
+    if heads[i] ~= player then return redis.call('ZRANGE', ownKey(scope, queue, heads[i]), 0, 0)[1], heads[i] end
   end
   return nil
 end
@@ -90,6 +91,8 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   end
 end
 
+-- Returns the partner's ID, or nil; for an unrated partner also its player (a rated queue's
+-- indexes do not need it).
 local function findPartner(scope, queue, player, rating, now, policy)
   if rating == nil then return findUnratedPartner(scope, queue, player) end
   return findRatedPartner(scope, queue, player, rating, now, policy)

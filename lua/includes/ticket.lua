@@ -26,13 +26,14 @@ local function joinQueue(scope, id, queue, player, rating, seq, expiresAt)
 end
 
 -- Takes a waiting ticket out of its queue's indexes (on match, cancel or expiry): O(log n).
-local function leaveQueue(scope, id, queue, player, rated)
+-- `isHead`: the caller knows the (unrated) ticket is its player's oldest, which saves a read.
+local function leaveQueue(scope, id, queue, player, rated, isHead)
   if rated then
     redis.call('ZREM', waitingKey(scope, queue), id)
     redis.call('ZREM', ratingKey(scope, queue), id)
   else
     local own = ownKey(scope, queue, player)
-    local head = redis.call('ZRANGE', own, 0, 0)[1]
+    local head = isHead and id or redis.call('ZRANGE', own, 0, 0)[1]
     redis.call('ZREM', own, id)
     if head == id then
       local nextHead = redis.call('ZRANGE', own, 0, 0, 'WITHSCORES')
@@ -72,7 +73,14 @@ local function retireExpired(scope, queue, now)
   until #due < RETIRE_CHUNK
 end
 
--- Reply for one ticket: { id, its fields, the other ticket's fields (matched), queue policy }.
+-- Reply for one ticket: { id, its fields, the other ticket's fields (matched), queue policy }
+-- (src/matchmaking/render.ts). A new admission builds its own from what it just wrote.
+local function admissionReply(scope, id, fields, partner, policyJson)
+  local other = {}
+  if partner then other = redis.call('HGETALL', ticketKey(scope, partner)) end
+  return { id, fields, other, policyJson }
+end
+
 local function ticketReply(scope, id)
   local own = redis.call('HGETALL', ticketKey(scope, id))
   local partner = {}
