@@ -56,13 +56,22 @@ export function waitForReady(client: RedisClient, timeoutMs: number): Promise<vo
   });
 }
 
-/** Redis failures (down, timed out, refused) that mean "unavailable" rather than a bug. */
+/**
+ * Redis failures (down, timed out, refused) that mean "unavailable" rather than a bug. The
+ * cluster client words its own: "Cluster isn't ready and enableOfflineQueue options is false"
+ * while no slot map is known, "Cluster is disconnected", "Node is disconnected", "Too many
+ * Cluster redirections" while slots move.
+ */
 export function isRedisUnavailableError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const text = `${error.name} ${error.message}`;
-  return /Connection is closed|Stream isn't writeable|Command timed out|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|MaxRetriesPerRequest|Reached the max retries|LOADING|CLUSTERDOWN|TRYAGAIN|None of startup nodes|Failed to refresh slots|MASTERDOWN|READONLY|NOSCRIPT/.test(text);
+  return /Connection is closed|Stream isn't writeable|Command timed out|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|MaxRetriesPerRequest|Reached the max retries|LOADING|CLUSTERDOWN|TRYAGAIN|None of startup nodes|Failed to refresh slots|MASTERDOWN|READONLY|NOSCRIPT|Cluster isn't ready|Cluster is (disconnected|disconnecting|ended)|Node is disconnected|Too many Cluster redirections/.test(text);
 }
 
+/**
+ * The master nodes' own connections (every node of a cluster that serves slots), or the one
+ * client. A cluster client knows its masters only once its slot map is loaded: empty before.
+ */
 export function masters(client: RedisClient): Redis[] {
   return client instanceof Cluster ? client.nodes('master') : [client];
 }

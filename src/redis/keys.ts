@@ -19,7 +19,7 @@ function tagOf(text: string): string {
 export class Keys {
   constructor(readonly prefix: string) {}
 
-  /** Set of registered app origins. */
+  /** Set of registered app origins: the one key without a hash tag, touched only by single-key commands. */
   appsIndex(): string {
     return `${this.prefix}:apps`;
   }

@@ -48,7 +48,11 @@ export class ScriptRunner<Name extends string> {
   }
 
   async preload(redis: RedisClient): Promise<void> {
-    for (const node of masters(redis)) {
+    const nodes = masters(redis);
+    // A cluster client that has not loaded its slot map yet lists no masters: loading into
+    // none of them is not "loaded".
+    if (nodes.length === 0) throw new Error('Redis Cluster is not ready: no master to load the scripts into');
+    for (const node of nodes) {
       for (const script of this.scripts.values()) await node.script('LOAD', script.source);
     }
     this.loaded = true;

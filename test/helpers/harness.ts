@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
 import { SignJWT } from 'jose';
 import { AppRegistry, DEFAULT_USER_DAYS, type AppRecord } from '../../src/apps/registry.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/http/server.js';
+import { masters, waitForReady, type RedisClient } from '../../src/redis/connection.js';
 import { appIdOf, Keys } from '../../src/redis/keys.js';
 import { generateKeyPair, parseSecretKey, privateKeyObject } from '../../src/shared/ed25519.js';
 import { APP_AUTH_AUD, APP_AUTH_TYP } from '../../src/shared/protocol.js';
-import { redisUrl } from '../setup/redis-url.js';
+import { redisEnv, testRedis } from '../setup/redis-url.js';
 
 /** A test prefix: every key a test writes lives under it, and is deleted afterwards. */
 export function testPrefix(): string {
@@ -16,7 +17,7 @@ export function testPrefix(): string {
 
 export function testConfig(prefix: string, env: Record<string, string> = {}): Config {
   return loadConfig({
-    REDIS_URL: redisUrl(),
+    ...redisEnv(),
     VERSUS_KEY_PREFIX: prefix,
     VERSUS_TEST_CLOCK: '1',
     LOG_LEVEL: 'silent',
@@ -26,13 +27,30 @@ export function testConfig(prefix: string, env: Record<string, string> = {}): Co
   });
 }
 
-export async function deleteKeys(redis: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.unlink(...keys);
-  } while (cursor !== '0');
+/**
+ * Every key matching a SCAN pattern. On a cluster each master holds only its own slots (and
+ * KEYS or SCAN through a cluster client asks just one node), so every master is scanned.
+ */
+export async function scanKeys(redis: RedisClient, pattern: string): Promise<string[]> {
+  if (redis instanceof Cluster) await waitForReady(redis, 10_000);
+  const found: string[] = [];
+  for (const node of masters(redis)) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      found.push(...keys);
+    } while (cursor !== '0');
+  }
+  return found;
+}
+
+/** Deletes every key under `prefix`, one key per UNLINK (one multi-key UNLINK could cross cluster slots). */
+export async function deleteKeys(redis: RedisClient, prefix: string): Promise<void> {
+  const keys = await scanKeys(redis, `${prefix}:*`);
+  for (let i = 0; i < keys.length; i += 1000) {
+    await Promise.all(keys.slice(i, i + 1000).map((key) => redis.unlink(key)));
+  }
 }
 
 export interface TestApp {
@@ -85,16 +103,16 @@ export function verifiedAppRecord(appKey: string, options: Partial<AppRecord> = 
 /** A running API with its own prefix, a test clock, and helpers to register apps. */
 export class Harness {
   readonly keys: Keys;
-  readonly redis: Redis;
   readonly registry: AppRegistry;
 
   private constructor(
     readonly prefix: string,
     readonly config: Config,
     readonly server: RunningServer,
+    /** The tests' own client: a Cluster client in the `cluster` project. */
+    readonly redis: RedisClient,
   ) {
     this.keys = new Keys(prefix);
-    this.redis = new Redis(redisUrl());
     this.registry = new AppRegistry(this.redis, this.keys, 0);
   }
 
@@ -102,7 +120,7 @@ export class Harness {
     const prefix = env['VERSUS_KEY_PREFIX'] ?? testPrefix();
     const config = testConfig(prefix, env);
     const server = await startServer(config, { port: 0, host: '127.0.0.1' });
-    return new Harness(prefix, config, server);
+    return new Harness(prefix, config, server, await testRedis());
   }
 
   get url(): string {

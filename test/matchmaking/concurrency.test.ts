@@ -5,16 +5,16 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppRegistry } from '../../src/apps/registry.js';
+import type { RedisClient } from '../../src/redis/connection.js';
 import { Keys } from '../../src/redis/keys.js';
 import { generateKeyPair } from '../../src/shared/ed25519.js';
 import type { Json, TicketInput } from '../../src/shared/matchmaking-types.js';
 import { deleteKeys, signToken, testPrefix, verifiedAppRecord } from '../helpers/harness.js';
 import { checkInvariants, formatViolations, type Observation, type Rule } from '../helpers/invariants.js';
 import { spawnApi, type SpawnedApi } from '../helpers/processes.js';
-import { redisUrl } from '../setup/redis-url.js';
+import { redisEnv, testRedis } from '../setup/redis-url.js';
 
 // ---------------------------------------------------------------------------------------
 // The checker must be able to fail.
@@ -133,15 +133,15 @@ describe('two API processes sharing one Redis', () => {
   const keyPair = generateKeyPair();
   const agent = new Agent({ keepAlive: true, maxSockets: 24 });
   const observations: Observation[] = [];
-  let redis: Redis;
+  let redis: RedisClient | undefined;
   let apis: SpawnedApi[] = [];
   let token = '';
 
   beforeAll(async () => {
-    redis = new Redis(redisUrl());
+    redis = await testRedis();
     const record = verifiedAppRecord(keyPair.publicKey, { origin, name: 'Race App', push: false });
     await new AppRegistry(redis, new Keys(prefix), 0).put(record);
-    const env = { REDIS_URL: redisUrl(), VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' };
+    const env = { ...redisEnv(), VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' };
     const started = await Promise.allSettled([spawnApi(env), spawnApi(env)]);
     apis = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { Harness, type TestApp } from '../helpers/harness.js';
+import { Harness, scanKeys, type TestApp } from '../helpers/harness.js';
 import { ratedQueue, ticket } from '../helpers/tickets.js';
 
 let h: Harness;
@@ -17,7 +17,7 @@ beforeEach(async () => {
 
 /** Every key of the app's matchmaking scope: a refused request must not change any. */
 async function appState(): Promise<Record<string, string>> {
-  const keys = await h.redis.keys(`${h.keys.appScope(app.appId).replace(/[{}]/g, (c) => `\\${c}`)}*`);
+  const keys = await scanKeys(h.redis, `${h.keys.appScope(app.appId).replace(/[{}]/g, (c) => `\\${c}`)}*`);
   const state: Record<string, string> = {};
   for (const key of keys.sort()) {
     const type = await h.redis.type(key);

@@ -1,9 +1,10 @@
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import webpush from 'web-push';
 import { PUSH_QUEUE } from '../../../src/push/types.js';
+import type { RedisClient } from '../../../src/redis/connection.js';
 import { Harness, type TestApp } from '../../helpers/harness.js';
-import { redisUrl } from '../../setup/redis-url.js';
+import { redisEnv } from '../../setup/redis-url.js';
 import { PushService, type BrowserSubscription } from './push-service.js';
 import { spawnWorker, type SpawnedWorker } from './processes.js';
 import { Wallet } from './wallet.js';
@@ -37,7 +38,7 @@ export const FAST_RECOVERY = { lockDurationMs: 2000, stalledIntervalMs: 1000 };
  */
 export class PushWorld {
   readonly workers: SpawnedWorker[] = [];
-  private queueHandle: { queue: Queue; redis: Redis } | null = null;
+  private queueHandle: { queue: Queue; redis: RedisClient } | null = null;
 
   private constructor(
     readonly service: PushService,
@@ -52,7 +53,7 @@ export class PushWorld {
     const { testPrefix } = await import('../../helpers/harness.js');
     const { testCertificate } = await import('./push-service.js');
     const env: Record<string, string> = {
-      REDIS_URL: redisUrl(),
+      ...redisEnv(),
       VERSUS_KEY_PREFIX: testPrefix(),
       VERSUS_TEST_CLOCK: '1',
       LOG_LEVEL: 'silent',
@@ -112,7 +113,10 @@ export class PushWorld {
   /** The push queue, read-only use: job states. */
   get queue(): Queue {
     if (!this.queueHandle) {
-      const redis = new Redis(this.env['REDIS_URL']!, { maxRetriesPerRequest: null });
+      // BullMQ's own connection: a Cluster client when the world runs on a Redis Cluster.
+      const redis = this.harness.config.redisClusterNodes
+        ? new Cluster(this.harness.config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
+        : new Redis(this.env['REDIS_URL']!, { maxRetriesPerRequest: null });
       this.queueHandle = { redis, queue: new Queue(PUSH_QUEUE, { connection: redis, prefix: this.keys.bullPrefix() }) };
     }
     return this.queueHandle.queue;
