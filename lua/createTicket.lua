@@ -13,14 +13,19 @@
   ARGV[9]  rating policy `widenPerSecond` ("" when unrated)
   ARGV[10] rating policy `max` ("" when uncapped or unrated)
   ARGV[11] "1" to honour the test clock
+  ARGV[12] admission limit: µs between admissions, or "" when the app has none (no bucket read)
+  ARGV[13] admission limit: burst, the bucket's size ("" without a limit)
 
-  Returns { "ok", ticketReply } | { "ticket_conflict" } | { "queue_conflict" }.
+  Returns { "ok", ticketReply } | { "ticket_conflict" } | { "queue_conflict" }
+    | { "rate_limited", msUntilAToken }.
   Order (DESIGN.md): existing ID (tombstone as is; identical input its state; else conflict),
-  then queue policy, then admission. A refusal writes nothing.
+  then queue policy, then the app's admission limit (only a new ID takes a token: retries are
+  never limited), then admission. A refusal writes nothing.
 ]]
 --- @include "clock"
 --- @include "ticket"
 --- @include "pairing"
+--- @include "ratelimit"
 
 local scope = KEYS[1]
 local id, player, queue, policyJson, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -41,6 +46,10 @@ end
 
 local fixedPolicy = redis.call('HGET', scope .. 'qp', queue)
 if fixedPolicy and fixedPolicy ~= policyJson then return { 'queue_conflict' } end
+if ARGV[12] ~= '' then
+  local wait = takeToken(admissionLimitKey(scope), now, tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[11])
+  if wait > 0 then return { 'rate_limited', wait } end
+end
 if not fixedPolicy then redis.call('HSET', scope .. 'qp', queue, policyJson) end
 
 local seq = redis.call('INCR', scope .. 'seq')

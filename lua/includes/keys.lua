@@ -14,6 +14,7 @@
     qo:<n>:<queue><player>  zset  one player's waiting unrated tickets in one queue, score =
                             sequence (<n> is the queue key's length, so the name is unambiguous)
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
+    rl:admissions  string   state of the app's admission limit (ratelimit.lua); absent: bucket full
 ]]
 local function clockKey(scope) return scope .. 'clock' end
 local function ticketKey(scope, id) return scope .. 't:' .. id end
@@ -22,4 +23,5 @@ local function waitingKey(scope, queue) return scope .. 'qw:' .. queue end
 local function ratingKey(scope, queue) return scope .. 'qr:' .. queue end
 local function expiryKey(scope, queue) return scope .. 'qx:' .. queue end
 local function headsKey(scope, queue) return scope .. 'qh:' .. queue end
+local function admissionLimitKey(scope) return scope .. 'rl:admissions' end
 local function ownKey(scope, queue, player) return scope .. 'qo:' .. #queue .. ':' .. queue .. player end

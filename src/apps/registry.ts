@@ -1,5 +1,6 @@
 import type { RedisClient } from '../redis/connection.js';
 import { appIdOf, Keys } from '../redis/keys.js';
+import { type AppLimits, decodeLimit, encodeLimit } from './limits.js';
 
 /** What the service knows of one app, stored when its manifest was verified. */
 export interface AppRecord {
@@ -22,6 +23,12 @@ export interface AppRecord {
   audienceDays: number | null;
   /** notifyUser window in days (default 90). */
   userDays: number;
+  /**
+   * Operator rate limits (`versus apps limits`, src/apps/limits.ts). Absent: no limits (the
+   * default); a record read back has it only when at least one limit is set. `put` stores
+   * what the record has, so a record rebuilt for an existing app must carry it over.
+   */
+  limits?: AppLimits;
 }
 
 export const DEFAULT_USER_DAYS = 90;
@@ -41,12 +48,15 @@ function encode(record: AppRecord): Record<string, string> {
     pushMuted: record.pushMuted ? '1' : '0',
     audienceDays: record.audienceDays === null ? '' : String(record.audienceDays),
     userDays: String(record.userDays),
+    admissionLimit: encodeLimit(record.limits?.admissions ?? null),
+    notificationLimit: encodeLimit(record.limits?.notifications ?? null),
   };
 }
 
 function decode(fields: Record<string, string>): AppRecord | null {
   if (!fields['origin']) return null;
   const push = fields['push'] ?? '0';
+  const limits: AppLimits = { admissions: decodeLimit(fields['admissionLimit']), notifications: decodeLimit(fields['notificationLimit']) };
   return {
     origin: fields['origin'],
     appId: appIdOf(fields['origin']),
@@ -60,6 +70,7 @@ function decode(fields: Record<string, string>): AppRecord | null {
     pushMuted: fields['pushMuted'] === '1',
     audienceDays: fields['audienceDays'] ? Number(fields['audienceDays']) : null,
     userDays: fields['userDays'] ? Number(fields['userDays']) : DEFAULT_USER_DAYS,
+    ...(limits.admissions !== null || limits.notifications !== null ? { limits } : {}),
   };
 }
 

@@ -41,6 +41,7 @@ export async function registerManifest(jws: string, deps: Deps & { expectedOrigi
     pushMuted: known?.pushMuted ?? false,
     audienceDays: known?.audienceDays ?? null,
     userDays: known?.userDays ?? DEFAULT_USER_DAYS,
+    ...(known?.limits ? { limits: known.limits } : {}),
   };
   await deps.registry.put(record);
   return record;

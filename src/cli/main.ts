@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { changeOf, describeLimit, NO_LIMITS, setLimits, shownLimits } from '../apps/limits.js';
 import { issueManifest } from '../apps/manifest.js';
 import { AppRegistry, type AppRecord } from '../apps/registry.js';
 import { registerManifest, verifyApp } from '../apps/verification.js';
@@ -21,12 +22,17 @@ const USAGE = `versus — head-to-head matchmaking and app notifications
   versus manifest issue --origin O --name N --app-key PUB --proof JWS [--push | --push-key PUB] [--staging]
   versus apps register --manifest FILE|-         verify a manifest in hand and store the app
   versus apps verify O [--allow-insecure-loopback]
-  versus apps show O                             print the app record as JSON (without the manifest)
+  versus apps show O                             print the app record as JSON (without the manifest;
+                                                 limits null = none)
   versus apps list                               one line per app: origin, name, environment,
                                                  verified|unverified, push=yes|no|legacy-key (tab-separated)
   versus apps mute O [--off]                     mute (or unmute) the app's notifications (push_muted)
   versus apps audience O --recent-days N [--user-days N]
                                                  broadcast audience window; notifyUser window (default 90)
+  versus apps limits O [--admissions N/s|N/min|N/h|off] [--admission-burst N]
+                       [--notifications N/s|N/min|N/h|off] [--notification-burst N]
+                                                 per-app rate limits (default none; burst defaults to N);
+                                                 refusals are 429 {"error":"unavailable"}; no flags: print them
   versus token                                   print a fresh app JWT (SERVICE_APP_KEY, VERSUS_APP_ORIGIN)
   versus load [--url U] [--origin O] [--key K] [--rate N [--max-in-flight 256] | --concurrency 32]
               [--duration 10s] [--timeout 10s] [--players 1000] [--queues 10] [--rated 0] [--cancel 0]
@@ -87,10 +93,10 @@ async function adminCall<T>(action: () => Promise<T>): Promise<T> {
   }
 }
 
-/** The record as operators see it: everything but the manifest text. */
-function shown(record: AppRecord): Omit<AppRecord, 'manifest'> {
-  const { manifest: _manifest, ...rest } = record;
-  return rest;
+/** The record as operators see it: everything but the manifest text, and the limits (null: none) as rates. */
+function shown(record: AppRecord): Omit<AppRecord, 'manifest' | 'limits'> & { limits: ReturnType<typeof shownLimits> } {
+  const { manifest: _manifest, limits, ...rest } = record;
+  return { ...rest, limits: shownLimits(limits ?? NO_LIMITS) };
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -233,8 +239,29 @@ async function appsCommand(sub: string | undefined, args: string[]): Promise<voi
       process.stdout.write(`${record.origin}: broadcast audience ${record.audienceDays} days, user window ${record.userDays} days\n`);
       return;
     }
+    case 'limits': {
+      const { values, positionals } = parseArgs({
+        args,
+        allowPositionals: true,
+        options: {
+          admissions: { type: 'string' },
+          'admission-burst': { type: 'string' },
+          notifications: { type: 'string' },
+          'notification-burst': { type: 'string' },
+        },
+      });
+      const origin = originArg(positionals[0], true);
+      // A LimitError (bad flag, unknown app) is reported like any failure: one line, exit 1.
+      const admissions = changeOf(values.admissions, values['admission-burst'], 'admission');
+      const notifications = changeOf(values.notifications, values['notification-burst'], 'notification');
+      const change = { ...(admissions ? { admissions } : {}), ...(notifications ? { notifications } : {}) };
+      const record = await withRegistry(config, (registry) => setLimits(registry, origin, change));
+      const limits = record.limits ?? NO_LIMITS;
+      process.stdout.write(`${record.origin}: admissions ${describeLimit(limits.admissions)}, notifications ${describeLimit(limits.notifications)}\n`);
+      return;
+    }
     default:
-      throw new CliError('usage: versus apps register|verify|show|list|mute|audience … (versus --help)');
+      throw new CliError('usage: versus apps register|verify|show|list|mute|audience|limits … (versus --help)');
   }
 }
 

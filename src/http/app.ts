@@ -11,7 +11,7 @@ import type { PushServices } from '../push/services.js';
 import { isRedisUnavailableError, type RedisClient } from '../redis/connection.js';
 import { MAX_JSON_DEPTH } from '../shared/json.js';
 import { hasMediaType, MAX_BODY_BYTES, parseJsonBody } from './body.js';
-import { ApiError, type ErrorCode, sendError } from './errors.js';
+import { ApiError, type ErrorCode, RateLimited, sendError } from './errors.js';
 
 /** Everything a request handler may use; built once per process by server.ts. */
 export interface Services {
@@ -94,8 +94,9 @@ export function createApp(services: Services): express.Express {
     if (!hasMediaType(req, 'application/json')) throw new ApiError('invalid_argument', 'Content-Type must be application/json');
     // The envelope and its input add two levels above the payload.
     const body = parseJsonBody(req, 'invalid_argument', MAX_JSON_DEPTH + 2);
-    const result = await runOperation(matchmaking, appRecord.appId, validateRequest(body));
+    const result = await runOperation(matchmaking, appRecord.appId, validateRequest(body), appRecord.limits?.admissions ?? null);
     if ('error' in result) throw new ApiError(result.error);
+    if ('rateLimitedMs' in result) throw new RateLimited('admission limit', result.rateLimitedMs);
     res.status(200).type('application/json').send(result.body);
   });
 

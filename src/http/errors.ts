@@ -37,11 +37,26 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * A refusal by one of the app's operator rate limits (`versus apps limits`): 429 with
+ * `{"error":"unavailable"}` and `Retry-After` (whole seconds until the bucket has a token).
+ * The spec's 503 stays for the service's own unavailability; 429 tells a limit apart.
+ */
+export class RateLimited extends ApiError {
+  constructor(
+    detail: string,
+    readonly retryAfterMs: number,
+  ) {
+    super('unavailable', detail, 429);
+  }
+}
+
 export function statusOf(code: ErrorCode): number {
   return STATUS[code];
 }
 
 export function sendError(res: Response, error: ApiError): void {
   if (res.headersSent) return;
+  if (error instanceof RateLimited) res.set('Retry-After', String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
   res.status(error.status).type('application/json').send(`{"error":${JSON.stringify(error.code)}}`);
 }

@@ -20,12 +20,14 @@ function parseJson(text: string): unknown {
 
 /**
  * Turns a reply to createTicket or cancelTicket into a result: 200 with a ticket is ok; a
- * refusal counts by its `{"error"}` code, else as `http_<status>`; a 200 that is not a ticket
- * is `invalid_response`.
+ * refusal counts by its `{"error"}` code, else as `http_<status>`, except 429 (the app's
+ * admission limit, `{"error":"unavailable"}`), which counts as `rate_limited` so it is told
+ * apart from the service's 503; a 200 that is not a ticket is `invalid_response`.
  */
 export function classifyTicketReply(outcome: RawOutcome): RequestResult {
   if (outcome.status === null) return { ok: false, code: outcome.code === 'too_large' ? 'invalid_response' : outcome.code };
   const body = outcome.body as { state?: unknown; match?: { id?: unknown }; error?: unknown } | null | undefined;
+  if (outcome.status === 429) return { ok: false, code: 'rate_limited' };
   if (outcome.status !== 200) {
     const code = typeof body === 'object' && body !== null && typeof body.error === 'string' && body.error !== '' ? body.error : `http_${outcome.status}`;
     return { ok: false, code };

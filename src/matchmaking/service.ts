@@ -1,17 +1,22 @@
+import type { RateLimit } from '../apps/limits.js';
 import { LIMITS } from '../shared/matchmaking-types.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { MatchmakingStore } from './store.js';
 import type { ValidRequest } from './validation.js';
 
-/** A matchmaking answer: JSON text of the Ticket or TicketPage, or a conflict code. */
-export type MatchmakingResult = { body: string } | { error: 'ticket_conflict' | 'queue_conflict' };
+/** A matchmaking answer: JSON text of the Ticket or TicketPage, a conflict code, or the app's admission limit's refusal. */
+export type MatchmakingResult = { body: string } | { error: 'ticket_conflict' | 'queue_conflict' } | { rateLimitedMs: number };
 
-/** Runs one validated matchmaking operation for one app. */
-export async function runOperation(store: MatchmakingStore, appId: string, request: ValidRequest): Promise<MatchmakingResult> {
+/**
+ * Runs one validated matchmaking operation for one app. `admissionLimit` (the app's, null for
+ * none) is taken only by a createTicket that admits a new ID, never by a retry, list or cancel.
+ */
+export async function runOperation(store: MatchmakingStore, appId: string, request: ValidRequest, admissionLimit: RateLimit | null = null): Promise<MatchmakingResult> {
   switch (request.operation) {
     case 'createTicket': {
-      const outcome = await store.createTicket(appId, request.ticket);
-      return 'ticket' in outcome ? { body: outcome.ticket } : { error: outcome.conflict };
+      const outcome = await store.createTicket(appId, request.ticket, admissionLimit);
+      if ('ticket' in outcome) return { body: outcome.ticket };
+      return outcome.conflict === 'rate_limited' ? { rateLimitedMs: outcome.retryAfterMs } : { error: outcome.conflict };
     }
     case 'cancelTicket':
       return { body: await store.cancelTicket(appId, request.id) };

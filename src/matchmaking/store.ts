@@ -1,3 +1,4 @@
+import { bucketArgs, type RateLimit } from '../apps/limits.js';
 import type { RedisClient } from '../redis/connection.js';
 import type { Keys } from '../redis/keys.js';
 import { ScriptRunner } from '../redis/scripts.js';
@@ -6,7 +7,11 @@ import type { ValidTicketInput } from './validation.js';
 
 const SCRIPTS = ['createTicket', 'cancelTicket', 'listTickets'] as const;
 
-export type CreateOutcome = { ticket: string } | { conflict: 'ticket_conflict' | 'queue_conflict' };
+/** A ticket, or a refusal (which wrote nothing); `rate_limited` comes with the wait until a token. */
+export type CreateOutcome =
+  | { ticket: string }
+  | { conflict: 'ticket_conflict' | 'queue_conflict' }
+  | { conflict: 'rate_limited'; retryAfterMs: number };
 
 export interface ListPosition {
   player?: string | undefined;
@@ -50,7 +55,8 @@ export class MatchmakingStore {
     return this.scripts.preload(this.redis);
   }
 
-  async createTicket(appId: string, valid: ValidTicketInput): Promise<CreateOutcome> {
+  /** `admissionLimit`: the app's (AppRecord.limits); null skips the bucket entirely. */
+  async createTicket(appId: string, valid: ValidTicketInput, admissionLimit: RateLimit | null = null): Promise<CreateOutcome> {
     const { input } = valid;
     const policy = input.queue.rating;
     const reply = (await this.scripts.run(this.redis, 'createTicket', [this.keys.appScope(appId)], [
@@ -65,8 +71,10 @@ export class MatchmakingStore {
       optional(policy?.widenPerSecond),
       optional(policy?.max),
       this.clockFlag,
-    ])) as [string, TicketReply?];
-    if (reply[0] === 'ok') return { ticket: renderTicket(reply[1]!) };
+      ...(admissionLimit === null ? ['', ''] : bucketArgs(admissionLimit)),
+    ])) as [string, (TicketReply | number)?];
+    if (reply[0] === 'ok') return { ticket: renderTicket(reply[1] as TicketReply) };
+    if (reply[0] === 'rate_limited') return { conflict: 'rate_limited', retryAfterMs: reply[1] as number };
     return { conflict: reply[0] as 'ticket_conflict' | 'queue_conflict' };
   }
 

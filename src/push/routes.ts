@@ -2,7 +2,7 @@ import express, { type NextFunction, type Request, type Response, Router } from 
 import { authenticateApp } from '../apps/auth.js';
 import type { AppRecord } from '../apps/registry.js';
 import { hasMediaType, MAX_BODY_BYTES, parseJsonBody } from '../http/body.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError, RateLimited } from '../http/errors.js';
 import type { Services } from '../http/app.js';
 import { Keys } from '../redis/keys.js';
 import { canonicalJson } from '../shared/json.js';
@@ -150,10 +150,20 @@ export function createPushRouter(services: Services): Router {
     }
 
     const queue = producer();
+    const record: IdempotencyRecord = { id, fp: fingerprint, state: 'reserved', job };
+    const limit = app.limits?.notifications ?? null;
+    if (limit !== null) {
+      // The last check: only a send that is accepted takes a token (an idempotent replay never
+      // does), and a refusal enqueues and stores nothing.
+      const taken = await store.acceptLimited(app.appId, limit, idempotencyKey === null ? null : { keyHash: idempotencyKey, record });
+      if ('answered' in taken) return answerAgain(res, taken.answered, fingerprint);
+      if ('rateLimitedMs' in taken) throw new RateLimited('notification limit', taken.rateLimitedMs);
+    }
     if (idempotencyKey !== null) {
-      const record: IdempotencyRecord = { id, fp: fingerprint, state: 'reserved', job };
-      const winner = await store.reserveIdempotency(app.appId, idempotencyKey, record);
-      if (winner) return answerAgain(res, winner, fingerprint);
+      if (limit === null) {
+        const winner = await store.reserveIdempotency(app.appId, idempotencyKey, record);
+        if (winner) return answerAgain(res, winner, fingerprint);
+      }
       await queue.enqueue(job);
       await store.markIdempotencyQueued(app.appId, idempotencyKey, record).catch(() => {});
     } else {

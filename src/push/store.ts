@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { bucketArgs, type RateLimit } from '../apps/limits.js';
 import type { RedisClient } from '../redis/connection.js';
 import type { Keys } from '../redis/keys.js';
 import { ScriptRunner } from '../redis/scripts.js';
@@ -16,6 +17,7 @@ const PUSH_SCRIPTS = [
   'pushAddWithTtl',
   'pushSnapshotStep',
   'pushChunkDone',
+  'pushAccept',
 ] as const;
 /** Lifetime of per-notification state (snapshot, delivered set) while a delivery may still run. */
 const DELIVERY_STATE_TTL_S = 24 * 3600;
@@ -154,6 +156,28 @@ export class PushStore {
     const set = await this.redis.set(key, JSON.stringify(record), 'EX', IDEMPOTENCY_TTL_S, 'NX');
     if (set === 'OK') return null;
     return (await this.idempotencyRecord(appId, keyHash)) ?? record;
+  }
+
+  /**
+   * For an app with a notification limit: takes a token and, for an idempotent send, stores its
+   * first answer (`idempotency`), in one script. `answered`: the key already has an answer (no
+   * token taken); `rateLimitedMs`: refused, nothing written.
+   */
+  async acceptLimited(
+    appId: string,
+    limit: RateLimit,
+    idempotency: { keyHash: string; record: IdempotencyRecord } | null,
+  ): Promise<{ accepted: true } | { answered: IdempotencyRecord } | { rateLimitedMs: number }> {
+    const keys = [this.keys.notificationLimit(appId), this.keys.testClock(appId)];
+    const args: Array<string | number> = [...bucketArgs(limit), this.clockFlag];
+    if (idempotency) {
+      keys.push(this.keys.pushIdempotency(appId, idempotency.keyHash));
+      args.push(JSON.stringify(idempotency.record), IDEMPOTENCY_TTL_S);
+    }
+    const reply = (await this.scripts.run(this.redis, 'pushAccept', keys, args)) as [string, (string | number)?];
+    if (reply[0] === 'answered') return { answered: JSON.parse(reply[1] as string) as IdempotencyRecord };
+    if (reply[0] === 'rate_limited') return { rateLimitedMs: reply[1] as number };
+    return { accepted: true };
   }
 
   /** The job is enqueued: the record keeps only the answer. */

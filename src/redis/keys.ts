@@ -39,6 +39,16 @@ export class Keys {
     return `${this.appScope(appId)}clock`;
   }
 
+  /** String: GCRA state of the app's admission limit (lua/includes/ratelimit.lua; keys.lua admissionLimitKey). */
+  admissionLimit(appId: string): string {
+    return `${this.appScope(appId)}rl:admissions`;
+  }
+
+  /** String: GCRA state of the app's notification limit (lua/includes/ratelimit.lua). */
+  notificationLimit(appId: string): string {
+    return `${this.appScope(appId)}rl:notifications`;
+  }
+
   /** Hash of one ticket (used by tests and tools that inspect storage). */
   ticket(appId: string, ticketId: string): string {
     return `${this.appScope(appId)}t:${ticketId}`;

@@ -63,6 +63,7 @@ describe('tallies and reply classification', () => {
     expect(classifyTicketReply({ status: 200, body: { id: 'a', state: 'cancelled' } })).toEqual({ ok: true, state: 'cancelled', matchId: null });
     expect(classifyTicketReply({ status: 409, body: { error: 'ticket_conflict' } })).toEqual({ ok: false, code: 'ticket_conflict' });
     expect(classifyTicketReply({ status: 503, body: { error: 'unavailable' } })).toEqual({ ok: false, code: 'unavailable' });
+    expect(classifyTicketReply({ status: 429, body: { error: 'unavailable' } })).toEqual({ ok: false, code: 'rate_limited' });
     expect(classifyTicketReply({ status: 502, body: undefined })).toEqual({ ok: false, code: 'http_502' });
     expect(classifyTicketReply({ status: 200, body: undefined })).toEqual({ ok: false, code: 'invalid_response' });
     expect(classifyTicketReply({ status: 200, body: { state: 'matched' } })).toEqual({ ok: false, code: 'invalid_response' });
