@@ -15,6 +15,15 @@ export interface Config {
   pushEndpointHosts: string[];
   port: number;
   host: string;
+  /** Node HTTP server limits against slow or idle clients (milliseconds). */
+  http: {
+    /** Whole request (headers and body) must arrive within this: else 408 and the connection closes. */
+    requestTimeoutMs: number;
+    /** The request's headers must arrive within this: else 408 and the connection closes. */
+    headersTimeoutMs: number;
+    /** An idle keep-alive connection is closed after this. */
+    keepAliveTimeoutMs: number;
+  };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Test-only: scripts read "now" from a per-app clock key when set. Refused with NODE_ENV=production. */
   testClock: boolean;
@@ -34,6 +43,9 @@ export const DEFAULT_PUSH_ENDPOINT_HOSTS = [
   '.push.apple.com',
 ];
 
+/** Defaults of HTTP_REQUEST_TIMEOUT_MS, HTTP_HEADERS_TIMEOUT_MS and HTTP_KEEP_ALIVE_TIMEOUT_MS. */
+export const DEFAULT_HTTP_TIMEOUTS: Config['http'] = { requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, keepAliveTimeoutMs: 5_000 };
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 type Env = Record<string, string | undefined>;
@@ -48,6 +60,29 @@ function parsePort(env: Env, name: string, fallback: number): number {
   if (text === undefined) return fallback;
   if (!/^\d{1,5}$/.test(text) || Number(text) > 65535) throw new ConfigError(name, `not a port number: ${text}`);
   return Number(text);
+}
+
+/** Upper bound of every HTTP timeout setting: one hour. */
+const MAX_TIMEOUT_MS = 3_600_000;
+
+function parseMilliseconds(env: Env, name: string, fallback: number): number {
+  const text = nonEmpty(env, name);
+  if (text === undefined) return fallback;
+  if (!/^\d{1,7}$/.test(text) || Number(text) < 1 || Number(text) > MAX_TIMEOUT_MS) {
+    throw new ConfigError(name, `expected milliseconds from 1 to ${MAX_TIMEOUT_MS}, got "${text}"`);
+  }
+  return Number(text);
+}
+
+/** The HTTP server's timeouts; headers must be due no later than the whole request. */
+function parseHttpTimeouts(env: Env): Config['http'] {
+  const requestTimeoutMs = parseMilliseconds(env, 'HTTP_REQUEST_TIMEOUT_MS', DEFAULT_HTTP_TIMEOUTS.requestTimeoutMs);
+  const headersTimeoutMs = parseMilliseconds(env, 'HTTP_HEADERS_TIMEOUT_MS', Math.min(DEFAULT_HTTP_TIMEOUTS.headersTimeoutMs, requestTimeoutMs));
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', `must not exceed HTTP_REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+  }
+  const keepAliveTimeoutMs = parseMilliseconds(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', DEFAULT_HTTP_TIMEOUTS.keepAliveTimeoutMs);
+  return { requestTimeoutMs, headersTimeoutMs, keepAliveTimeoutMs };
 }
 
 function parseClusterNodes(text: string): Array<{ host: string; port: number }> {
@@ -144,6 +179,7 @@ export function loadConfig(env: Env = process.env): Config {
     pushEndpointHosts,
     port: parsePort(env, 'PORT', 8080),
     host: nonEmpty(env, 'HOST') ?? '0.0.0.0',
+    http: parseHttpTimeouts(env),
     logLevel,
     testClock,
   };

@@ -1,4 +1,4 @@
-import type { KeyObject } from 'node:crypto';
+import { createHash, type KeyObject } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import { parsePublicKey, publicKeyObject } from '../shared/ed25519.js';
 import { APP_AUTH_AUD, APP_AUTH_TYP, MAX_TOKEN_LIFETIME_S, TOKEN_LEEWAY_S } from '../shared/protocol.js';
@@ -22,17 +22,23 @@ const keyObjects = new Map<string, KeyObject>();
  * minute, and verifying an Ed25519 signature costs more than the rest of a request's auth.
  * An entry remembers the key that verified it, so a rotated or removed key, or an app that
  * is no longer verified, stops it at once (the app record is always read, cached 2 s).
+ * Entries are keyed by the token's SHA-256, so a verified app that pads its tokens to the
+ * 2048-character limit cannot make the cache hold 50,000 long strings.
  */
 const verifiedTokens = new Map<string, { origin: string; appKey: string; exp: number }>();
 const MAX_VERIFIED_TOKENS = 50_000;
 
-function rememberToken(token: string, origin: string, appKey: string, exp: number): void {
+function digestOf(token: string): string {
+  return createHash('sha256').update(token).digest('base64url');
+}
+
+function rememberToken(digest: string, origin: string, appKey: string, exp: number): void {
   if (verifiedTokens.size >= MAX_VERIFIED_TOKENS) {
     const now = Date.now() / 1000;
     for (const [key, entry] of verifiedTokens) if (entry.exp + TOKEN_LEEWAY_S < now) verifiedTokens.delete(key);
     if (verifiedTokens.size >= MAX_VERIFIED_TOKENS) verifiedTokens.clear();
   }
-  verifiedTokens.set(token, { origin, appKey, exp });
+  verifiedTokens.set(digest, { origin, appKey, exp });
 }
 
 /** KeyObjects for stored app keys, built once per key. */
@@ -76,15 +82,16 @@ export async function authenticateApp(
   const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/.exec(authorization);
   if (!match || match[1]!.length > MAX_TOKEN_CHARS) throw new AuthError('unauthenticated', 'malformed bearer token');
   const token = match[1]!;
-  const known = verifiedTokens.get(token);
+  const digest = digestOf(token);
+  const known = verifiedTokens.get(digest);
   if (known) {
     if (known.exp + TOKEN_LEEWAY_S < Date.now() / 1000) {
-      verifiedTokens.delete(token);
+      verifiedTokens.delete(digest);
       throw new AuthError('unauthenticated', 'token expired');
     }
     const app = await registry.get(known.origin);
     if (isVerifiedFor(app, environment) && app.appKey === known.appKey) return app;
-    verifiedTokens.delete(token);
+    verifiedTokens.delete(digest);
   }
   let iss: unknown;
   try {
@@ -117,6 +124,6 @@ export async function authenticateApp(
   } catch {
     throw new AuthError('unauthenticated', 'token signature, audience or lifetime is invalid');
   }
-  rememberToken(token, iss, app.appKey, exp);
+  rememberToken(digest, iss, app.appKey, exp);
   return app;
 }

@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerOptions } from 'node:http';
 import { pino, type Logger } from 'pino';
 import { AppRegistry } from '../apps/registry.js';
 import type { Config } from '../config.js';
@@ -56,6 +56,22 @@ export async function createServices(config: Config, logger: Logger, role: Role 
   return { config, redis, registry: new AppRegistry(redis, keys), matchmaking, logger, push };
 }
 
+/**
+ * Limits against slow and idle clients (HTTP_*_TIMEOUT_MS). Node checks the request and header
+ * deadlines of incomplete requests only every `connectionsCheckingInterval` (30 s by default),
+ * which would let a client that sends half a header hold its connection far past a short
+ * deadline: the check runs at least four times per shortest deadline (at most every 30 s).
+ */
+export function httpServerOptions(config: Config): ServerOptions {
+  const { requestTimeoutMs, headersTimeoutMs, keepAliveTimeoutMs } = config.http;
+  return {
+    requestTimeout: requestTimeoutMs,
+    headersTimeout: headersTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+    connectionsCheckingInterval: Math.max(25, Math.min(30_000, Math.floor(Math.min(requestTimeoutMs, headersTimeoutMs) / 4))),
+  };
+}
+
 function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -72,7 +88,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const services = await createServices(config, logger, role, options.pushWorker);
   // A worker answers only /healthz and /readyz; api and all serve the API.
   const handler = role === 'worker' ? createWorkerApp(services) : createApp(services);
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 }, handler);
+  const server = createServer(httpServerOptions(config), handler);
   const address = await listen(server, options.port ?? config.port, options.host ?? config.host);
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;

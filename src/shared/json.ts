@@ -22,8 +22,11 @@ export type JsonProblem = 'too_deep' | 'not_finite' | 'bad_string' | 'not_json';
  * Checks, without recursion, that a parsed value is plain JSON of at most MAX_JSON_DEPTH
  * levels whose numbers are finite (JSON.parse turns 1e400 into Infinity) and whose strings
  * and keys are well-formed UTF-16 (no lone surrogates from \uD800 escapes).
+ * When `counts` is given and no problem is found, `counts.members` is the number of object
+ * members in the whole value (the strict body parser compares it with the text's count).
  */
-export function findJsonProblem(root: unknown, maxDepth = MAX_JSON_DEPTH): JsonProblem | null {
+export function findJsonProblem(root: unknown, maxDepth = MAX_JSON_DEPTH, counts?: { members: number }): JsonProblem | null {
+  let members = 0;
   const stack: Array<[unknown, number]> = [[root, 1]];
   while (stack.length > 0) {
     const [value, depth] = stack.pop()!;
@@ -44,9 +47,11 @@ export function findJsonProblem(root: unknown, maxDepth = MAX_JSON_DEPTH): JsonP
     }
     for (const [key, item] of Object.entries(value)) {
       if (!key.isWellFormed()) return 'bad_string';
+      members += 1;
       stack.push([item, depth + 1]);
     }
   }
+  if (counts) counts.members = members;
   return null;
 }
 
