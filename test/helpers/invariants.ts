@@ -1,14 +1,20 @@
 /**
  * Checks the matchmaking rules of interface.md (sections 2A, 3A, 4A) against a final,
- * settled app-wide listing and the responses recorded while the load ran.
+ * settled app-wide listing of ONE app and the responses recorded while the load ran.
  *
  * The listing and the responses are untrusted: malformed shapes are reported as violations,
  * never thrown, so the checker always returns a full report.
+ *
+ * Time: every rule that depends on time reads the times the service itself recorded
+ * (createdAt, matchedAt, cancelledAt) and assumes only that the app's clock never goes
+ * backwards (Redis TIME, or a test clock moved forward only). A script that ran later never
+ * records an earlier time, so "recorded at a later time" proves "ran later"; equal times prove
+ * nothing and are never held against the service.
  */
 import { isDeepStrictEqual } from 'node:util';
 
 export type Rule =
-  | 'status' // a recorded response was not HTTP 200
+  | 'status' // a recorded response was neither HTTP 200 nor a createTicket conflict (409)
   | 'shape' // a ticket or response lacks the fields its state requires
   | 'duplicate-listing' // one ticket ID listed twice
   | 'missing' // a ticket seen in a response is absent from the listing
@@ -21,9 +27,15 @@ export type Rule =
   | 'match-payload' // match or admission payloads differ from the waiting ticket's proposal
   | 'match-order' // the waiting (first) ticket is not the older one
   | 'admission' // a ticket's admission disagrees with its input or with its match entry
-  | 'waiting-pair' // two compatible tickets of different players both left waiting
+  | 'waiting-pair' // an admission found no partner although a compatible ticket was provably waiting
+  | 'not-oldest' // an admission paired with a ticket while an older compatible one was provably waiting
+  | 'cutoff' // matched at or after a cutoff, expired before it, or listed waiting past it
+  | 'tolerance' // a rated match outside the waiting ticket's band at matchedAt
+  | 'rated-unrated' // a rated ticket paired with an unrated one
+  | 'queue-policy' // tickets of one queue key admitted under different policies
   | 'create-response' // a createTicket answer disagrees with the final state
-  | 'cancel-response'; // a cancelTicket answer is 'waiting' or disagrees with the final state
+  | 'cancel-response' // a cancelTicket answer is 'waiting' or disagrees with the final state
+  | 'conflict-response'; // a 409 ticket_conflict / queue_conflict answer the final state does not justify
 
 export interface Violation {
   rule: Rule;
@@ -42,13 +54,17 @@ export interface Observation {
 
 export interface CheckOptions {
   /**
-   * Check that no two tickets of different players are left waiting in one queue. Only
-   * unrated tickets without `expiresAt` take part (for those, a later admission always pairs
-   * with an earlier waiting one). Default true.
+   * Check that every admission paired with the oldest compatible ticket that was provably
+   * waiting when it was admitted, or found none ('waiting-pair', 'not-oldest'). Default true.
    */
   waitingPairs?: boolean;
   /** Report responses whose ticket is absent from the listing. Default true. */
   requireListed?: boolean;
+  /**
+   * The app's clock when the listing was read (a frozen test clock): a ticket listed as
+   * waiting must not be at or past its cutoff then, since reads evaluate expiry.
+   */
+  listedAt?: number;
 }
 
 type Loose = Record<string, any>;
@@ -91,9 +107,47 @@ function ticketShape(ticket: unknown): string | null {
   }
 }
 
-function eligibleForWaitingPairs(admission: Loose): boolean {
-  const input = admission['input'] as Loose;
-  return input['rating'] === undefined && input['expiresAt'] === undefined && input['queue']['rating'] === undefined;
+const isRated = (input: Loose) => input['rating'] !== undefined;
+const cutoffOf = (input: Loose): number | undefined => (typeof input['expiresAt'] === 'number' ? input['expiresAt'] : undefined);
+
+/** JSON with object keys sorted at every level: equal for inputs that differ only in key order. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (isObject(value)) {
+    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'undefined';
+}
+
+/** A queue's policy as the spec compares it: `size` and `rating`, key order ignored. */
+function policyOf(input: Loose): string {
+  const queue = isObject(input['queue']) ? input['queue'] : {};
+  return canonical(queue['rating'] === undefined ? { size: queue['size'] } : { size: queue['size'], rating: queue['rating'] });
+}
+
+/**
+ * The band of a rated ticket waiting since `since`, at `at` (spec "Pairing compatibility"):
+ * min(max, initial + widenPerSecond * waitingSeconds), without `max` uncapped. Computed with the
+ * same floating-point operations, in the same order, as the service (lua/includes/pairing.lua),
+ * so an exact boundary is judged the same way.
+ */
+export function tolerance(policy: { initial: number; widenPerSecond: number; max?: number }, since: number, at: number): number {
+  const band = policy.initial + policy.widenPerSecond * ((at - since) / 1000);
+  return policy.max !== undefined && band > policy.max ? policy.max : band;
+}
+
+/** Whether a waiting (older) admission and a joining one may pair when the joiner is admitted. */
+function compatible(waiting: Loose, joining: Loose): boolean {
+  const w = waiting['input'] as Loose;
+  const j = joining['input'] as Loose;
+  if (w['player'] === j['player']) return false;
+  if (isRated(w) !== isRated(j)) return false;
+  const cutoff = cutoffOf(w);
+  if (cutoff !== undefined && cutoff <= joining['createdAt']) return false;
+  if (!isRated(w)) return true;
+  const policy = w['queue']['rating'];
+  if (!isObject(policy) || typeof w['rating'] !== 'number' || typeof j['rating'] !== 'number') return false;
+  return Math.abs(j['rating'] - w['rating']) <= tolerance(policy as { initial: number; widenPerSecond: number; max?: number }, waiting['createdAt'], joining['createdAt']);
 }
 
 /**
@@ -108,8 +162,11 @@ export function checkInvariants(listing: readonly unknown[], observations: reado
   const report = (rule: Rule, message: string) => violations.push({ rule, message });
 
   // --- statuses -------------------------------------------------------------------------
+  // 200, or a createTicket conflict (checked against the final state below); nothing else.
+  const isConflict = (o: Observation) =>
+    o.operation === 'createTicket' && o.status === 409 && isObject(o.body) && (o.body['error'] === 'ticket_conflict' || o.body['error'] === 'queue_conflict');
   for (const o of observations) {
-    if (o.status !== 200) {
+    if (o.status !== 200 && !isConflict(o)) {
       report('status', `${o.operation} ${show(o.input)} answered ${o.status} ${show(o.body)}${o.note ? ` (${o.note})` : ''}`);
     }
   }
@@ -137,6 +194,35 @@ export function checkInvariants(listing: readonly unknown[], observations: reado
       report('admission', `waiting ticket ${t['id']} accepted payload ${show(t['admission']['payload'])} differs from its proposal`);
     }
   });
+
+  // --- cutoffs of waiting and expired tickets, queue policies ----------------------------
+  const policies = new Map<string, Map<string, string>>(); // queue -> policy -> a ticket ID
+  for (const t of byId.values()) {
+    if (t['admission'] === null) continue;
+    const admission = t['admission'] as Loose;
+    const input = admission['input'] as Loose;
+    const cutoff = cutoffOf(input);
+    if (t['state'] === 'waiting' && cutoff !== undefined) {
+      if (cutoff <= admission['createdAt']) {
+        report('cutoff', `ticket ${t['id']} waits although its cutoff ${cutoff} was at or before its admission at ${admission['createdAt']}`);
+      } else if (options.listedAt !== undefined && cutoff <= options.listedAt) {
+        report('cutoff', `ticket ${t['id']} is listed waiting at ${options.listedAt}, at or past its cutoff ${cutoff}`);
+      }
+    }
+    if (t['state'] === 'cancelled' && t['reason'] === 'expired') {
+      if (cutoff === undefined) report('cutoff', `ticket ${t['id']} expired without a cutoff`);
+      else if (t['cancelledAt'] < cutoff) report('cutoff', `ticket ${t['id']} expired at ${t['cancelledAt']}, before its cutoff ${cutoff}`);
+    }
+    const queue = String(input['queue']['key']);
+    const seen = policies.get(queue) ?? new Map<string, string>();
+    if (!seen.has(policyOf(input))) seen.set(policyOf(input), t['id']);
+    policies.set(queue, seen);
+  }
+  for (const [queue, seen] of policies) {
+    if (seen.size > 1) {
+      report('queue-policy', `queue ${show(queue)} admitted tickets under ${seen.size} policies: ${[...seen].map(([p, id]) => `${id} ${p}`).join('; ')}`);
+    }
+  }
 
   // --- matches --------------------------------------------------------------------------
   // ticket ID -> match IDs claiming it (from every match object seen in the listing)
@@ -222,28 +308,106 @@ export function checkInvariants(listing: readonly unknown[], observations: reado
     }
     if (typeof match['matchedAt'] !== 'number' || match['matchedAt'] < joining['createdAt']) {
       report('match-order', `match ${matchId}: matchedAt ${show(match['matchedAt'])} precedes the joining admission`);
+      continue;
+    }
+    const matchedAt = match['matchedAt'] as number;
+    for (const a of entries) {
+      const cutoff = cutoffOf(a['input']);
+      if (cutoff !== undefined && !(matchedAt < cutoff)) {
+        report('cutoff', `match ${matchId} at ${matchedAt} pairs ${a['input']['id']}, whose cutoff is ${cutoff}`);
+      }
+    }
+    if (isRated(waiting['input']) !== isRated(joining['input'])) {
+      report('rated-unrated', `match ${matchId} pairs ${isRated(waiting['input']) ? 'rated' : 'unrated'} ${waiting['input']['id']} with ${isRated(joining['input']) ? 'rated' : 'unrated'} ${joining['input']['id']}`);
+    } else if (isRated(waiting['input'])) {
+      const policy = waiting['input']['queue']['rating'];
+      const [w, j] = [waiting['input']['rating'], joining['input']['rating']];
+      if (!isObject(policy) || typeof w !== 'number' || typeof j !== 'number') {
+        report('tolerance', `rated match ${matchId} without a rating policy or numeric ratings`);
+      } else {
+        const band = tolerance(policy as { initial: number; widenPerSecond: number; max?: number }, waiting['createdAt'], matchedAt);
+        if (!(Math.abs(j - w) <= band)) {
+          report('tolerance', `match ${matchId} pairs ratings ${w} and ${j} (gap ${Math.abs(j - w)}) at ${matchedAt}, when ${waiting['input']['id']}'s band (waiting since ${waiting['createdAt']}) was ${band}`);
+        }
+      }
     }
   }
 
-  // --- waiting pairs --------------------------------------------------------------------
+  // --- oldest compatible partner ------------------------------------------------------
+  // Every admission that reached pairing (not past its cutoff on arrival) took the oldest
+  // compatible ticket that was waiting when it ran, or found none. A ticket C created before
+  // the admission B was provably still waiting while B ran when it is waiting now, or left
+  // waiting by a script that ran later: a match whose joiner was created after B, or one
+  // recorded at a later time than B's admission, or a cancellation recorded later.
   if (options.waitingPairs ?? true) {
-    const waitingByQueue = new Map<string, Map<string, string>>(); // queue -> player -> a ticket ID
+    const byQueue = new Map<string, Loose[]>();
     for (const t of byId.values()) {
-      if (t['state'] !== 'waiting' || !eligibleForWaitingPairs(t['admission'])) continue;
-      const queue = t['admission']['input']['queue']['key'] as string;
-      const players = waitingByQueue.get(queue) ?? new Map<string, string>();
-      players.set(t['admission']['input']['player'], t['id']);
-      waitingByQueue.set(queue, players);
+      if (t['admission'] === null) continue;
+      const queue = String(t['admission']['input']['queue']['key']);
+      const list = byQueue.get(queue) ?? [];
+      list.push(t);
+      byQueue.set(queue, list);
     }
-    for (const [queue, players] of waitingByQueue) {
-      if (players.size > 1) {
-        report('waiting-pair', `queue ${show(queue)} has compatible waiting tickets of different players: ${[...players.values()].join(', ')}`);
+    const waitingWhile = (c: Loose, b: Loose): boolean => {
+      const at = b['admission']['createdAt'] as number;
+      if (c['state'] === 'waiting') return true;
+      if (c['state'] === 'cancelled') return typeof c['cancelledAt'] === 'number' && c['cancelledAt'] > at;
+      const match = c['match'] as Loose;
+      const entries = match['tickets'] as Loose[];
+      if (entries.length !== 2 || entries[0]!['input']['id'] !== c['id']) return false; // C joined: it never waited
+      const joinerAt = position.get(entries[1]!['input']['id']);
+      return (joinerAt !== undefined && joinerAt > position.get(b['id'])!) || (typeof match['matchedAt'] === 'number' && match['matchedAt'] > at);
+    };
+    for (const [queue, tickets] of byQueue) {
+      tickets.sort((x, y) => position.get(x['id'])! - position.get(y['id'])!);
+      for (const b of tickets) {
+        const admission = b['admission'] as Loose;
+        const cutoff = cutoffOf(admission['input']);
+        if (cutoff !== undefined && cutoff <= admission['createdAt']) continue; // expired on arrival: no pairing
+        const entries = b['state'] === 'matched' ? (b['match']['tickets'] as Loose[]) : [];
+        const partner = entries.length === 2 && entries[1]!['input']['id'] === b['id'] ? (entries[0]!['input']['id'] as string) : null;
+        const limit = partner === null ? position.get(b['id'])! : position.get(partner) ?? position.get(b['id'])!;
+        const older = tickets.find((c) => position.get(c['id'])! < limit && compatible(c['admission'], admission) && waitingWhile(c, b));
+        if (older === undefined) continue;
+        const what = `${older['id']} (${older['state']}, admitted ${older['admission']['createdAt']}) was compatible and waiting when ${b['id']} was admitted at ${admission['createdAt']} in queue ${show(queue)}`;
+        if (partner === null) report('waiting-pair', `${what}, yet ${b['id']} found no partner`);
+        else report('not-oldest', `${what}, yet ${b['id']} paired with the younger ${partner}`);
       }
     }
   }
 
   // --- responses against the final state ------------------------------------------------
   const requireListed = options.requireListed ?? true;
+  for (const o of observations) {
+    if (!isConflict(o)) continue;
+    const code = (o.body as Loose)['error'] as string;
+    const where = `createTicket ${show(o.input)} answered ${code}${o.note ? ` (${o.note})` : ''}`;
+    if (!isObject(o.input) || typeof o.input['id'] !== 'string' || !isObject(o.input['queue'])) {
+      report('conflict-response', `${where}, for an input that is not a ticket`);
+      continue;
+    }
+    const final = byId.get(o.input['id']);
+    if (code === 'ticket_conflict') {
+      // Only an admitted ID with another input justifies it (a tombstone answers itself).
+      if (final === undefined) {
+        if (requireListed) report('conflict-response', `${where}, but ticket ${o.input['id']} does not exist`);
+      } else if (final['admission'] === null) {
+        report('conflict-response', `${where}, but ${o.input['id']} is a tombstone, which answers any input`);
+      } else if (isDeepStrictEqual(final['admission']['input'], o.input)) {
+        report('conflict-response', `${where}, but this very input is the ticket's admission`);
+      }
+    } else {
+      // The refused input was not admitted, and the queue holds tickets of another policy.
+      if (final !== undefined && final['admission'] !== null && isDeepStrictEqual(final['admission']['input'], o.input)) {
+        report('conflict-response', `${where}, but this very input was admitted`);
+      }
+      const seen = policies.get(String(o.input['queue']['key']));
+      const sent = policyOf(o.input);
+      if (requireListed && (seen === undefined || [...seen.keys()].every((p) => p === sent))) {
+        report('conflict-response', `${where}, but no listed ticket of that queue has another policy than ${sent}`);
+      }
+    }
+  }
   for (const o of observations) {
     if (o.status !== 200 || (o.operation !== 'createTicket' && o.operation !== 'cancelTicket')) continue;
     const rule: Rule = o.operation === 'createTicket' ? 'create-response' : 'cancel-response';

@@ -1,7 +1,10 @@
 /**
- * Two API processes sharing one Redis and one key prefix, hammered concurrently with
- * admissions, cancel-versus-join races and identical retries; the final app-wide listing and
- * every recorded response are then checked against the spec's invariants.
+ * Three API processes sharing one Redis and one key prefix, serving three apps, hammered
+ * concurrently with admissions to unrated and rated queues (some with cutoffs, while each
+ * app's test clock moves forward), cancel-versus-join races, identical and conflicting
+ * retries and queue-policy conflicts; each app's final app-wide listing and every recorded
+ * response are then checked against the spec's invariants (test/helpers/invariants.ts).
+ * The checker's own tests come first: it must be able to fail.
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
@@ -88,10 +91,109 @@ describe('invariant checker', () => {
     expect(found).toContain('match-size');
     expect(found).toContain('match-membership');
   });
+
+  // --- cutoffs, rating bands, conflicts, pairing order ---------------------------------
+  const R = { initial: 10, widenPerSecond: 20, max: 50 };
+  const rq = { key: 'ranked', size: 2 as const, rating: R };
+  const rated = (id: string, player: string, rating: number, extra: Partial<TicketInput> = {}): TicketInput => ({ id, player, queue: rq, payload: id, rating, ...extra });
+  /** A match of waiting `a` (admitted at ta) and joining `b` (admitted and matched at tb). */
+  const matchOf = (matchId: string, a: TicketInput, ta: number, b: TicketInput, tb: number) => {
+    const match = { id: matchId, queue: a.queue.key, matchedAt: tb, payload: a.payload, tickets: [adm(a, ta), adm(b, tb, a.payload)] };
+    return [
+      { id: a.id, state: 'matched', admission: match.tickets[0], match },
+      { id: b.id, state: 'matched', admission: match.tickets[1], match },
+    ];
+  };
+  const waitingAt = (i: TicketInput, t: number) => ({ id: i.id, state: 'waiting', admission: adm(i, t) });
+  const expiredAt = (i: TicketInput, t: number, at: number) => ({ id: i.id, state: 'cancelled', admission: adm(i, t), reason: 'expired', cancelledAt: at });
+
+  it('accepts rated matches on the band edge, respected cutoffs, justified conflicts and incompatible waiting tickets', () => {
+    const w = rated('w', 'p1', 1000, { expiresAt: 5000 });
+    const j = rated('j', 'p2', 1030); // band of w at 2000: 10 + 20 * 1 = 30, the gap exactly
+    const capped = rated('c1', 'p3', 2000);
+    const late = rated('c2', 'p4', 2050); // 9 s later the band is capped at 50: the gap exactly
+    const x = rated('x', 'p5', 1500);
+    const y = rated('y', 'p6', 1000); // x's band at 3500 is 20, far from 500
+    const e = input('e', 'p7', 'e');
+    const eInput = { ...e, expiresAt: 4000 };
+    const gone = input('gone', 'p8', 'g');
+    const goneInput = { ...gone, expiresAt: 100 }; // past its cutoff on arrival
+    const [mw, mj] = matchOf('m1', w, 1000, j, 2000);
+    const [mc, ml] = matchOf('m2', capped, 1000, late, 10_000);
+    // Creation order: w, capped, j, x, y, e, gone, late.
+    const listing = [mw, mc, mj, waitingAt(x, 3000), waitingAt(y, 3500), expiredAt(eInput, 3600, 4000), expiredAt(goneInput, 3700, 3700), ml];
+    const observations: Observation[] = [
+      { operation: 'createTicket', input: j, status: 200, body: mj },
+      { operation: 'createTicket', input: { ...j, payload: 'other' }, status: 409, body: { error: 'ticket_conflict' } },
+      { operation: 'createTicket', input: rated('z', 'p9', 1, { queue: { ...rq, rating: { initial: 1, widenPerSecond: 1 } } }), status: 409, body: { error: 'queue_conflict' } },
+      { operation: 'createTicket', input: goneInput, status: 200, body: listing[6] },
+    ];
+    expect(checkInvariants(listing, observations, { listedAt: 20_000 })).toEqual([]);
+  });
+
+  it('reports a match at or past a cutoff, an expiry before the cutoff, and a ticket listed waiting past it', () => {
+    const a = { ...input('a', 'p1', 1), expiresAt: 2000 };
+    const b = input('b', 'p2', 2);
+    expect(rules(checkInvariants(matchOf('m1', a, 1000, b, 2000), []))).toEqual(new Set(['cutoff'])); // the waiting side's cutoff
+    const c = input('c', 'p3', 3);
+    const d = { ...input('d', 'p4', 4), expiresAt: 3000 };
+    expect(rules(checkInvariants(matchOf('m2', c, 1000, d, 3000), []))).toEqual(new Set(['cutoff'])); // the joining side's
+    expect(rules(checkInvariants([expiredAt(a, 1000, 1999)], []))).toEqual(new Set(['cutoff']));
+    expect(rules(checkInvariants([expiredAt(b, 1000, 5000)], []))).toEqual(new Set(['cutoff'])); // expired without a cutoff
+    expect(rules(checkInvariants([waitingAt(a, 1000)], [], { listedAt: 2000 }))).toEqual(new Set(['cutoff']));
+    expect(rules(checkInvariants([waitingAt(a, 2000)], []))).toEqual(new Set(['cutoff'])); // admitted although past it
+    expect(checkInvariants([waitingAt(a, 1000)], [], { listedAt: 1999 })).toEqual([]);
+  });
+
+  it('reports a rated match outside the band (also the capped band) and a rated ticket paired with an unrated one', () => {
+    const w = rated('w', 'p1', 1000);
+    expect(rules(checkInvariants(matchOf('m1', w, 1000, rated('j', 'p2', 1030.5), 2000), []))).toEqual(new Set(['tolerance']));
+    expect(rules(checkInvariants(matchOf('m2', w, 1000, rated('k', 'p3', 1051), 60_000), []))).toEqual(new Set(['tolerance']));
+    const unrated = { ...input('u', 'p4', 'u'), queue: rq };
+    expect(rules(checkInvariants(matchOf('m3', w, 1000, unrated, 2000), []))).toEqual(new Set(['rated-unrated']));
+  });
+
+  it('reports a compatible ticket left waiting or skipped, with ratings and cutoffs taken into account', () => {
+    // Two rated tickets within the older one's band when the younger arrived, both waiting.
+    const listing1 = [waitingAt(rated('a', 'p1', 1000), 1000), waitingAt(rated('b', 'p2', 1029), 2000)];
+    expect(rules(checkInvariants(listing1, []))).toEqual(new Set(['waiting-pair']));
+    // The older one's cutoff had passed when the younger arrived (it is expired by now): no pair was possible.
+    const old = { ...input('o', 'p1', 1), expiresAt: 1500 };
+    expect(checkInvariants([expiredAt(old, 1000, 3000), waitingAt(input('n', 'p2', 2), 1500)], [])).toEqual([]);
+    // ...but with a cutoff still ahead, the younger had to take it.
+    const open = { ...input('o2', 'p1', 1), expiresAt: 1501 };
+    expect(rules(checkInvariants([expiredAt(open, 1000, 3000), waitingAt(input('n2', 'p2', 2), 1500)], []))).toEqual(new Set(['waiting-pair']));
+    // A join that took a younger ticket while an older compatible one kept waiting.
+    // (first and second are one player's, so second could not take first.)
+    const first = input('f', 'p1', 1);
+    const [second, joiner] = matchOf('m1', input('s', 'p1', 2), 1100, input('j', 'p3', 3), 1200);
+    expect(rules(checkInvariants([waitingAt(first, 1000), second!, joiner!], []))).toEqual(new Set(['not-oldest']));
+    // Not held against the service when the older one's cancellation carries the same time (order unknown).
+    const cancelled = { id: 'f', state: 'cancelled', admission: adm(first, 1000), reason: 'requested', cancelledAt: 1200 };
+    expect(checkInvariants([cancelled, second!, joiner!], [])).toEqual([]);
+  });
+
+  it('reports unjustified conflict answers, mixed queue policies, and other refusals', () => {
+    const a = input('a', 'p1', 1);
+    const listing = [waitingAt(a, 1000)];
+    const identical: Observation = { operation: 'createTicket', input: a, status: 409, body: { error: 'ticket_conflict' } };
+    expect(rules(checkInvariants(listing, [identical]))).toEqual(new Set(['conflict-response']));
+    const samePolicy: Observation = { operation: 'createTicket', input: input('z', 'p2', 2), status: 409, body: { error: 'queue_conflict' } };
+    expect(rules(checkInvariants(listing, [samePolicy]))).toEqual(new Set(['conflict-response']));
+    const mixed = [waitingAt(a, 1000), waitingAt(rated('r', 'p2', 5, { queue: { ...rq, key: 'duel' } }), 1100)];
+    expect(rules(checkInvariants(mixed, []))).toContain('queue-policy');
+    const refusals: Observation[] = [
+      { operation: 'createTicket', input: input('q', 'p3', 3), status: 500, body: { error: 'internal' } },
+      { operation: 'cancelTicket', input: { id: 'a' }, status: 409, body: { error: 'ticket_conflict' } },
+      { operation: 'createTicket', input: input('q2', 'p3', 3), status: 503, body: { error: 'unavailable' } },
+    ];
+    const found = checkInvariants(listing, refusals);
+    expect(found.map((v) => v.rule)).toEqual(['status', 'status', 'status']);
+  });
 });
 
 // ---------------------------------------------------------------------------------------
-// Two replicas under concurrent load.
+// Three replicas, three apps, under concurrent load while the apps' clocks move.
 // ---------------------------------------------------------------------------------------
 
 /** mulberry32: a small seeded generator, so a failing workload can be replayed (not its timing). */
@@ -115,6 +217,7 @@ function rng(seed: number) {
   };
   return { next, int, pick, shuffle };
 }
+type Rng = ReturnType<typeof rng>;
 
 /** Same JSON members, reversed key order at every level (an identical retry, spelled differently). */
 function reorder(value: unknown): unknown {
@@ -123,26 +226,61 @@ function reorder(value: unknown): unknown {
   return Object.fromEntries(Object.entries(value).reverse().map(([k, v]) => [k, reorder(v)]));
 }
 
-const SEED = Number(process.env['VERSUS_TEST_SEED'] ?? Date.now() % 1_000_000);
-const PLAYERS = Array.from({ length: 40 }, (_, i) => `p${String(i).padStart(2, '0')}`);
-const MAIN_QUEUES = Array.from({ length: 5 }, (_, i) => ({ key: `main-${i}`, size: 2 as const }));
+/** Runs tasks with at most `width` in flight, each started when a slot frees (so inputs built at start see the clock of that moment). */
+async function runPool(tasks: ReadonlyArray<() => Promise<unknown>>, width: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < tasks.length) await tasks[next++]!();
+    }),
+  );
+}
 
-describe('two API processes sharing one Redis', () => {
+const SEED = Number(process.env['VERSUS_TEST_SEED'] ?? Date.now() % 1_000_000);
+const SERVERS = 3;
+const APPS = 3;
+const T0 = 1_900_000_000_000;
+/** How much faster than real time the apps' test clocks run during the load. */
+const CLOCK_SPEED = 4;
+const PLAYERS = Array.from({ length: 40 }, (_, i) => `p${String(i).padStart(2, '0')}`);
+const MAIN_QUEUES = Array.from({ length: 4 }, (_, i) => ({ key: `main-${i}`, size: 2 as const }));
+/** Rated queues; app 1 gives rated-0 another policy under the same key (policies are per app). */
+const ratedQueues = (app: number): Array<Required<Pick<TicketInput['queue'], 'key' | 'size' | 'rating'>>> => [
+  { key: 'rated-0', size: 2, rating: { initial: app === 1 ? 10 : 25, widenPerSecond: 100, max: 150 } },
+  { key: 'rated-1', size: 2, rating: { initial: 0, widenPerSecond: 40 } },
+];
+
+/** A ticket decided when the workload is generated; its cutoff is relative to the app's clock when it is sent. */
+interface Planned {
+  input: Omit<TicketInput, 'expiresAt'>;
+  /** expiresAt = clock at send + this; absent: no cutoff. */
+  cutoffIn?: number;
+}
+
+type Task = () => Promise<unknown>;
+
+describe('three API processes, three apps, one Redis', () => {
   const prefix = testPrefix();
-  const origin = `https://race-${randomUUID().slice(0, 8)}.example`;
-  const keyPair = generateKeyPair();
+  const keys = new Keys(prefix);
   const agent = new Agent({ keepAlive: true, maxSockets: 24 });
-  const observations: Observation[] = [];
+  const apps = Array.from({ length: APPS }, (_, index) => {
+    const keyPair = generateKeyPair();
+    const origin = `https://race-${index}-${randomUUID().slice(0, 8)}.example`;
+    const record = verifiedAppRecord(keyPair.publicKey, { origin, name: `Race App ${index}`, push: false });
+    // Each app's own test clock, apart from the others'.
+    return { index, keyPair, record, clock: T0 + index * 1_000_000, token: '', observations: [] as Observation[] };
+  });
   let redis: RedisClient | undefined;
   let apis: SpawnedApi[] = [];
-  let token = '';
 
   beforeAll(async () => {
     redis = await testRedis();
-    const record = verifiedAppRecord(keyPair.publicKey, { origin, name: 'Race App', push: false });
-    await new AppRegistry(redis, new Keys(prefix), 0).put(record);
+    for (const app of apps) {
+      await new AppRegistry(redis, keys, 0).put(app.record);
+      await redis.set(keys.testClock(app.record.appId), String(app.clock));
+    }
     const env = { ...redisEnv(), VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' };
-    const started = await Promise.allSettled([spawnApi(env), spawnApi(env)]);
+    const started = await Promise.allSettled(Array.from({ length: SERVERS }, () => spawnApi(env)));
     apis = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
@@ -158,7 +296,7 @@ describe('two API processes sharing one Redis', () => {
     expect(codes.every((code) => code === 0), `API exit codes ${codes.join(', ')}`).toBe(true);
   }, 30_000);
 
-  function post(server: number, operation: string, input: unknown): Promise<{ status: number; body: unknown; text: string }> {
+  function post(server: number, token: string, operation: string, input: unknown): Promise<{ status: number; body: unknown; text: string }> {
     const payload = JSON.stringify({ operation, input });
     const url = new URL('/api/matchmaking', apis[server]!.url);
     return new Promise((resolve, reject) => {
@@ -194,156 +332,270 @@ describe('two API processes sharing one Redis', () => {
     });
   }
 
-  /** Sends one request to a random replica and records it. `sent` is what the checker compares against. */
-  async function call(operation: 'createTicket' | 'cancelTicket', input: unknown, note: string, sent: unknown = input, server = Math.random() < 0.5 ? 0 : 1) {
-    const res = await post(server, operation, sent);
-    const observation: Observation = { operation, input, status: res.status, body: res.body, note: `${note}, server ${server}` };
-    observations.push(observation);
+  type App = (typeof apps)[number];
+  const randomServer = () => Math.floor(Math.random() * SERVERS);
+
+  /** Sends one request as `app` to a replica and records it. `input` is what the checker compares against, `sent` what goes on the wire. */
+  async function call(app: App, operation: 'createTicket' | 'cancelTicket', input: unknown, note: string, sent: unknown = input, server = randomServer()) {
+    const res = await post(server, app.token, operation, sent);
+    const observation: Observation = { operation, input, status: res.status, body: res.body, note: `app ${app.index}, ${note}, server ${server}` };
+    app.observations.push(observation);
     return observation;
   }
 
-  it('keeps every matchmaking invariant under concurrent admissions, cancels and retries', async () => {
-    const r = rng(SEED);
-    console.info(`concurrency workload seed ${SEED} (VERSUS_TEST_SEED to replay the workload)`);
-    token = await signToken(keyPair.secretKey, origin);
-    let counter = 0;
-    const payloadFor = (n: number, player: string): Json => {
-      switch (n % 4) {
-        case 0: return { seed: n, by: player };
-        case 1: return [n, 'target', { level: n % 7 }];
-        case 2: return `seed-${n}`;
-        default: return n;
+  /**
+   * The checker reads this very listing as the service wrote it: faults planted in a copy of it
+   * (a matched ticket given a cutoff at its matchedAt, a rated joiner moved out of the band, a
+   * rated pair left waiting) are reported, so field names or shapes the checker missed cannot
+   * make it pass vacuously.
+   */
+  function expectPlantedFaultsFound(listing: unknown[]): void {
+    type Entry = { input: TicketInput; createdAt: number };
+    type Listed = { id: string; state: string; admission: Entry; match?: { id: string; matchedAt: number; tickets: [Entry, Entry] } };
+    const matched = (listing as Listed[]).filter((t) => t.state === 'matched');
+    const plant = (matchId: string, change: (entries: [Entry, Entry], match: NonNullable<Listed['match']>) => void) => {
+      const copy = structuredClone(listing) as Listed[];
+      for (const t of copy) {
+        if (t.match?.id !== matchId) continue;
+        change(t.match.tickets, t.match);
+        // A ticket's own admission is a separate copy of its entry in the match.
+        t.admission = t.match.tickets.find((e) => e.input.id === t.id)!;
       }
+      return new Set(checkInvariants(copy, []).map((v) => v.rule));
     };
-    const newTicket = (prefixId: string, player: string, queue: TicketInput['queue']): TicketInput => {
-      counter += 1;
-      return { id: `${prefixId}-${counter}`, player, queue, payload: payloadFor(counter, player) };
-    };
+    const anyMatch = matched[0]!;
+    expect(plant(anyMatch.match!.id, ([waiting], match) => void (waiting.input.expiresAt = match.matchedAt))).toContain('cutoff');
+    const ratedMatch = matched.find((t) => t.admission.input.rating !== undefined)!;
+    expect(plant(ratedMatch.match!.id, ([waiting, joining]) => void (joining.input.rating = waiting.input.rating! + 10_000))).toContain('tolerance');
+    // Both tickets of a rated match left waiting: the joiner ignored a compatible waiting ticket.
+    const unmatched = (listing as Listed[]).map((t) =>
+      t.match?.id === ratedMatch.match!.id ? { id: t.id, state: 'waiting', admission: { ...t.admission, payload: t.admission.input.payload } } : t,
+    );
+    expect(new Set(checkInvariants(unmatched, []).map((v) => v.rule))).toContain('waiting-pair');
+  }
 
-    // Phase 0: 100 tickets that will wait (each queue has one player only), for the races.
-    const soloWaiters = Array.from({ length: 50 }, (_, i) => newTicket('solo', 'waiter-solo', { key: `solo-${i}`, size: 2 }));
-    const sharedWaiters = Array.from({ length: 5 }, (_, k) =>
-      Array.from({ length: 10 }, () => newTicket('shared', `waiter-${k}`, { key: `race-${k}`, size: 2 })),
-    ).flat();
-    const phase0 = await Promise.all([...soloWaiters, ...sharedWaiters].map((t) => call('createTicket', t, 'phase 0 waiter')));
-    // Each of these queues holds one player's tickets only, so all of them must wait (asserted
-    // after the invariant report, which explains a failure better).
+  /** The ticket as sent now: its cutoff, if any, relative to the app's clock at this moment. */
+  const materialize = (app: App, planned: Planned): TicketInput =>
+    planned.cutoffIn === undefined ? { ...planned.input } : { ...planned.input, expiresAt: app.clock + planned.cutoffIn };
+
+  it('keeps every matchmaking invariant under concurrent admissions, cancels, identical and conflicting retries while clocks move', async () => {
+    console.info(`concurrency workload seed ${SEED} (VERSUS_TEST_SEED to replay the workload)`);
+    for (const app of apps) app.token = await signToken(app.keyPair.secretKey, app.record.origin);
+
+    /** Everything one app will send; IDs restart at 1 in every app, so the apps share IDs (and queue keys) but not inputs. */
+    function plan(app: App, r: Rng) {
+      let counter = 0;
+      const payloadFor = (n: number, player: string): Json => {
+        switch (n % 4) {
+          case 0: return { seed: n, by: player, app: app.index };
+          case 1: return [n, 'target', { level: n % 7, app: app.index }];
+          case 2: return `seed-${app.index}-${n}`;
+          default: return n * 10 + app.index;
+        }
+      };
+      const unrated = (idPrefix: string, player: string, queue: TicketInput['queue']): TicketInput => {
+        counter += 1;
+        return { id: `${idPrefix}-${counter}`, player, queue, payload: payloadFor(counter, player) };
+      };
+      /** A main-queue, rated-queue or unrated-in-rated-queue ticket; about a third with a cutoff (some already past on arrival). */
+      const mixed = (idPrefix: string): Planned => {
+        const player = r.pick(PLAYERS);
+        const kind = r.next();
+        let input: Omit<TicketInput, 'expiresAt'>;
+        if (kind < 0.55) input = unrated(idPrefix, player, r.pick(MAIN_QUEUES));
+        else if (kind < 0.9) input = { ...unrated(idPrefix, player, r.pick(ratedQueues(app.index))), rating: 1000 + r.int(600) + (r.next() < 0.3 ? 0.5 : 0) };
+        else input = unrated(idPrefix, player, r.pick(ratedQueues(app.index)));
+        if (r.next() >= 0.35) return { input };
+        return { input, cutoffIn: r.next() < 0.15 ? -r.int(300) : 1 + r.int(2500) };
+      };
+      /** The same ID with another payload or another player. */
+      const conflicting = (t: TicketInput, change: 'payload' | 'player'): TicketInput =>
+        change === 'payload' ? { ...t, payload: { changed: t.id } } : { ...t, player: `${t.player}-other` };
+      const counts = { conflictPairs: 0, queueProbes: 0 };
+
+      /** One admission, sent once, or twice at once: identically (reordered keys) or conflicting (one is admitted, the other refused). */
+      const admit = (planned: Planned, phase: string, retry: 'none' | 'identical' | 'conflict'): Task => {
+        if (retry === 'conflict') counts.conflictPairs += 1;
+        const change = r.next() < 0.5 ? 'payload' : 'player';
+        return async () => {
+          const t = materialize(app, planned);
+          if (retry === 'none') return call(app, 'createTicket', t, phase);
+          if (retry === 'identical') return Promise.all([call(app, 'createTicket', t, `${phase} original`), call(app, 'createTicket', t, `${phase} retry`, reorder(t))]);
+          const other = conflicting(t, change);
+          return Promise.all([call(app, 'createTicket', t, `${phase} conflict A`), call(app, 'createTicket', other, `${phase} conflict B`)]);
+        };
+      };
+      const retryKind = (identical: number, conflict: number) => {
+        const x = r.next();
+        return x < identical ? 'identical' : x < identical + conflict ? 'conflict' : 'none';
+      };
+
+      // Phase 0: tickets that must wait (each queue holds one player's tickets), for the races.
+      const soloWaiters = Array.from({ length: 30 }, (_, i) => unrated('solo', 'waiter-solo', { key: `solo-${i}`, size: 2 }));
+      const sharedWaiters = Array.from({ length: 4 }, (_, k) => Array.from({ length: 6 }, () => unrated('shared', `waiter-${k}`, { key: `race-${k}`, size: 2 }))).flat();
+      const phase0 = [...soloWaiters, ...sharedWaiters];
+
+      // Phase 1: admissions by 40 players in 4 unrated and 2 rated queues, in bursts (one
+      // player's tickets in a row exercise "never with yourself").
+      const admissions: Planned[] = [];
+      while (admissions.length < 400) {
+        const first = mixed('a');
+        const burst = r.next() < 0.25 ? 2 + r.int(3) : 1;
+        admissions.push(first);
+        for (let i = 1; i < burst; i++) {
+          const input = { ...first.input, id: `a-${++counter}`, payload: payloadFor(counter, first.input.player) };
+          admissions.push(first.cutoffIn === undefined ? { input } : { input, cutoffIn: first.cutoffIn + i });
+        }
+      }
+      const phase1: Task[] = admissions.map((planned) => admit(planned, 'phase 1', retryKind(1 / 6, 1 / 15)));
+
+      // Phase 2, interleaved: cancel-versus-join races on the phase 0 tickets, more admissions,
+      // cancels of phase 1 tickets (some sent twice at once), cancels of unknown IDs racing
+      // their creation, and queue-policy conflicts.
+      const races: Array<{ waiter: TicketInput; joiner: TicketInput; solo: boolean }> = [];
+      const phase2: Task[] = [];
+      for (const waiter of phase0) {
+        const joiner = unrated('join', r.pick(PLAYERS), waiter.queue);
+        races.push({ waiter, joiner, solo: waiter.id.startsWith('solo') });
+        const [cancelServer, joinServer] = r.shuffle([0, 1, 2]) as [number, number];
+        const cancel = () => call(app, 'cancelTicket', { id: waiter.id }, 'phase 2 race cancel', { id: waiter.id }, cancelServer);
+        const join = () => call(app, 'createTicket', joiner, 'phase 2 race join', joiner, joinServer);
+        const cancelFirst = r.next() < 0.5;
+        phase2.push(() => Promise.all(cancelFirst ? [cancel(), join()] : [join(), cancel()]));
+      }
+      for (let i = 0; i < 120; i++) phase2.push(admit(mixed('b'), 'phase 2', retryKind(0.2, 0.07)));
+      for (const [i, planned] of r.shuffle([...admissions]).slice(0, 50).entries()) {
+        const cancel = () => call(app, 'cancelTicket', { id: planned.input.id }, 'phase 2 cancel');
+        phase2.push(i < 15 ? () => Promise.all([cancel(), cancel()]) : cancel);
+      }
+      for (let i = 0; i < 8; i++) {
+        const t = unrated('ghost', r.pick(PLAYERS), r.pick(MAIN_QUEUES));
+        phase2.push(() => Promise.all([call(app, 'cancelTicket', { id: t.id }, 'phase 2 ghost cancel'), call(app, 'createTicket', t, 'phase 2 ghost create')]));
+      }
+      for (let i = 0; i < 6; i++) {
+        // The policy of every queue was fixed in phase 1; these disagree with it.
+        const queue = i % 2 === 0 ? { key: 'rated-0', size: 2 as const, rating: { initial: 1, widenPerSecond: 1 } } : { ...MAIN_QUEUES[0]!, rating: { initial: 5, widenPerSecond: 5 } };
+        const t = unrated('probe', r.pick(PLAYERS), queue);
+        counts.queueProbes += 1;
+        phase2.push(() => call(app, 'createTicket', t, 'phase 2 queue probe'));
+      }
+      return { phase0, phase1, phase2, races, counts };
+    }
+
+    const plans = apps.map((app) => plan(app, rng(SEED + app.index)));
+    const shuffle = rng(SEED + 99).shuffle;
+
+    // Phase 0, clocks frozen.
+    const phase0 = await Promise.all(
+      apps.flatMap((app) => plans[app.index]!.phase0.map((t) => call(app, 'createTicket', t, 'phase 0 waiter'))),
+    );
     const phase0NotWaiting = phase0.filter((o) => (o.body as { state?: string } | undefined)?.state !== 'waiting');
 
-    // Phase 1: ~600 admissions by 40 players in 5 queues (bursts of one player's tickets in
-    // one queue exercise same-player never-pair), ~100 of them with a concurrent identical retry.
-    type Task = () => Promise<unknown>;
-    const admissions: TicketInput[] = [];
-    while (admissions.length < 600) {
-      const player = r.pick(PLAYERS);
-      const queue = r.pick(MAIN_QUEUES);
-      const burst = r.next() < 0.25 ? 2 + r.int(3) : 1;
-      for (let i = 0; i < burst; i++) admissions.push(newTicket('a', player, queue));
-    }
-    const phase1: Task[] = admissions.map((t) => {
-      if (r.next() < 1 / 6) {
-        // The original and its retry race each other: either may be the admission.
-        return () => Promise.all([call('createTicket', t, 'phase 1 original'), call('createTicket', t, 'phase 1 retry', reorder(t))]);
+    // Phases 1 and 2 while every app's clock moves forward, CLOCK_SPEED times as fast as real
+    // time, in small uneven steps (cutoffs pass, rating bands widen and reach their cap); each
+    // task reads its app's clock when it starts.
+    let moving = true;
+    const steps = rng(SEED + 7);
+    const clocks = (async () => {
+      let last = Date.now();
+      while (moving) {
+        const now = Date.now();
+        const advance = (now - last) * CLOCK_SPEED;
+        last = now;
+        for (const app of apps) {
+          app.clock += Math.round(advance) + 1 + steps.int(5);
+          await redis!.set(keys.testClock(app.record.appId), String(app.clock));
+        }
+        await new Promise((resolve) => setTimeout(resolve, 5));
       }
-      return () => call('createTicket', t, 'phase 1');
-    });
-    await Promise.all(r.shuffle(phase1).map((task) => task()));
-
-    // Phase 2, all at once:
-    //  - 100 cancel-versus-join races on the phase 0 tickets (50 alone in their queue, so the
-    //    joiner can only pair with that ticket; 50 in five shared queues);
-    //  - 150 more admissions in the main queues, ~30 with a concurrent identical retry;
-    //  - 60 cancels of phase 1 tickets (waiting or matched), 20 of them sent twice at once;
-    //  - 10 cancels of unknown IDs racing a createTicket of the same ID.
-    const races: Array<{ waiter: TicketInput; joiner: TicketInput; solo: boolean }> = [];
-    const phase2: Task[] = [];
-    for (const waiter of [...soloWaiters, ...sharedWaiters]) {
-      const joiner = newTicket('join', r.pick(PLAYERS), waiter.queue);
-      const race = { waiter, joiner, solo: waiter.id.startsWith('solo') };
-      races.push(race);
-      const [cancelServer, joinServer] = r.next() < 0.5 ? [0, 1] : [1, 0];
-      const cancel = () => call('cancelTicket', { id: waiter.id }, 'phase 2 race cancel', { id: waiter.id }, cancelServer);
-      const join = () => call('createTicket', joiner, 'phase 2 race join', joiner, joinServer);
-      phase2.push(() => Promise.all(r.next() < 0.5 ? [cancel(), join()] : [join(), cancel()]));
+    })();
+    try {
+      await runPool(shuffle(plans.flatMap((p) => p.phase1)), 96);
+      await runPool(shuffle(plans.flatMap((p) => p.phase2)), 96);
+    } finally {
+      moving = false;
+      await clocks;
     }
-    for (let i = 0; i < 150; i++) {
-      const t = newTicket('b', r.pick(PLAYERS), r.pick(MAIN_QUEUES));
-      phase2.push(i < 30
-        ? () => Promise.all([call('createTicket', t, 'phase 2 original'), call('createTicket', t, 'phase 2 retry', reorder(t))])
-        : () => call('createTicket', t, 'phase 2'));
+
+    let requests = 0;
+    let listPages = 0;
+    const totals = { ratedMatches: 0, cutoffMatches: 0, expiredOnArrival: 0, expiredWaiting: 0, tickets: 0 };
+    for (const app of apps) {
+      const { races, counts } = plans[app.index]!;
+      // Past every cutoff: the listing itself expires whatever still waits for one.
+      app.clock += 10_000;
+      await redis!.set(keys.testClock(app.record.appId), String(app.clock));
+
+      // Final state: every ticket of the app, page by page, from the replicas in turn.
+      const listing: unknown[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const input: { cursor?: string } = cursor === null ? {} : { cursor };
+        const res = await post(pages % SERVERS, app.token, 'listTickets', input);
+        expect(res.status, res.text).toBe(200);
+        const page = res.body as { tickets: unknown[]; nextCursor: string | null };
+        expect(page.tickets.length).toBeLessThanOrEqual(25);
+        listing.push(...page.tickets);
+        cursor = page.nextCursor;
+        pages += 1;
+      } while (cursor !== null && pages < 1000);
+      listPages += pages;
+      const observations = app.observations;
+      requests += observations.length;
+
+      // The spec's invariants over the listing and every answer.
+      const violations = checkInvariants(listing, observations, { listedAt: app.clock });
+      expect(violations, `app ${app.index}:\n${formatViolations(violations)}`).toEqual([]);
+      if (app.index === 0) expectPlantedFaultsFound(listing);
+
+      // The app's listing holds exactly the IDs it was answered 200 for: nothing of another
+      // app (which used the same IDs and queue keys), nothing refused.
+      const acceptedIds = new Set(observations.filter((o) => o.status === 200).map((o) => (o.input as { id: string }).id));
+      const listedIds = (listing as Array<{ id: string }>).map((t) => t.id);
+      expect(new Set(listedIds).size).toBe(listedIds.length);
+      expect(new Set(listedIds)).toEqual(acceptedIds);
+
+      // Refusals: exactly one of each conflicting pair, and every queue probe.
+      const refused = (code: string) => observations.filter((o) => o.status === 409 && (o.body as { error?: string }).error === code).length;
+      expect(refused('ticket_conflict'), `app ${app.index} ticket_conflict answers`).toBe(counts.conflictPairs);
+      expect(refused('queue_conflict'), `app ${app.index} queue_conflict answers`).toBe(counts.queueProbes);
+
+      // A solo race has exactly two outcomes: the cancel won (the joiner waits) or the join won
+      // (both answers carry the same match).
+      const answer = (note: string, id: string) =>
+        observations.find((o) => o.note?.includes(note) && (o.input as { id: string }).id === id)!.body as {
+          state: string;
+          match?: { id: string; tickets: Array<{ input: { id: string } }> };
+        };
+      for (const race of races.filter((x) => x.solo)) {
+        const cancelled = answer('phase 2 race cancel', race.waiter.id);
+        const joined = answer('phase 2 race join', race.joiner.id);
+        if (cancelled.state === 'cancelled') {
+          expect(joined.state, `${race.joiner.id} after ${race.waiter.id} was cancelled`).toBe('waiting');
+        } else {
+          expect(cancelled.state).toBe('matched');
+          expect(joined.state).toBe('matched');
+          expect(joined.match!.id).toBe(cancelled.match!.id);
+          expect(joined.match!.tickets.map((a) => a.input.id)).toEqual([race.waiter.id, race.joiner.id]);
+        }
+      }
+
+      type Listed = { state: string; admission: { createdAt: number; input: TicketInput } | null; cancelledAt?: number; reason?: string; match?: { tickets: Array<{ input: TicketInput }> } };
+      for (const t of listing as Listed[]) {
+        totals.tickets += 1;
+        if (t.state === 'matched' && t.match!.tickets[1]!.input.id === t.admission!.input.id) {
+          if (t.admission!.input.rating !== undefined) totals.ratedMatches += 1;
+          if (t.match!.tickets.some((a) => a.input.expiresAt !== undefined)) totals.cutoffMatches += 1;
+        }
+        if (t.reason === 'expired') totals[t.cancelledAt === t.admission!.createdAt ? 'expiredOnArrival' : 'expiredWaiting'] += 1;
+      }
     }
-    for (const [i, t] of r.shuffle([...admissions]).slice(0, 60).entries()) {
-      const cancel = () => call('cancelTicket', { id: t.id }, 'phase 2 cancel');
-      phase2.push(i < 20 ? () => Promise.all([cancel(), cancel()]) : cancel);
-    }
-    for (let i = 0; i < 10; i++) {
-      const t = newTicket('ghost', r.pick(PLAYERS), r.pick(MAIN_QUEUES));
-      phase2.push(() => Promise.all([call('cancelTicket', { id: t.id }, 'phase 2 ghost cancel'), call('createTicket', t, 'phase 2 ghost create')]));
-    }
-    await Promise.all(r.shuffle(phase2).map((task) => task()));
-
-    // Final state: every ticket of the app, page by page, alternating replicas.
-    const listing: unknown[] = [];
-    let cursor: string | null = null;
-    let pages = 0;
-    do {
-      const input: { cursor?: string } = cursor === null ? {} : { cursor };
-      const res = await post(pages % 2, 'listTickets', input);
-      observations.push({ operation: 'listTickets', input, status: res.status, body: res.body, note: `page ${pages}` });
-      expect(res.status, res.text).toBe(200);
-      const page = res.body as { tickets: unknown[]; nextCursor: string | null };
-      expect(page.tickets.length).toBeLessThanOrEqual(25);
-      listing.push(...page.tickets);
-      cursor = page.nextCursor;
-      pages += 1;
-    } while (cursor !== null && pages < 1000);
-
-    const requests = observations.filter((o) => o.operation !== 'listTickets').length;
-    const statuses = new Map<number, number>();
-    for (const o of observations) statuses.set(o.status, (statuses.get(o.status) ?? 0) + 1);
-    const finalStates = new Map<string, number>();
-    for (const t of listing as Array<{ state: string }>) finalStates.set(t.state, (finalStates.get(t.state) ?? 0) + 1);
-
-    // Every ID we touched is listed exactly once, and nothing else is.
-    const sentIds = new Set(observations.flatMap((o) => (o.operation === 'listTickets' ? [] : [(o.input as { id: string }).id])));
-    const listedIds = (listing as Array<{ id: string }>).map((t) => t.id);
-    expect(new Set(listedIds).size).toBe(listedIds.length);
-    expect(new Set(listedIds)).toEqual(sentIds);
-
-    // The spec's invariants over the listing and every answer.
-    const violations = checkInvariants(listing, observations);
-    expect(violations, formatViolations(violations)).toEqual([]);
 
     expect(phase0NotWaiting, JSON.stringify(phase0NotWaiting.slice(0, 3))).toEqual([]);
-
-    // A solo race has exactly two outcomes: the cancel won (joiner waits) or the join won
-    // (both answers carry the same match).
-    const byNote = (note: string, id: string) =>
-      observations.find((o) => o.note?.startsWith(note) && (o.input as { id: string }).id === id)!.body as {
-        state: string;
-        match?: { id: string; tickets: Array<{ input: { id: string } }> };
-      };
-    const outcomes = { cancelWon: 0, joinWon: 0 };
-    for (const race of races) {
-      const cancelled = byNote('phase 2 race cancel', race.waiter.id);
-      const joined = byNote('phase 2 race join', race.joiner.id);
-      if (!race.solo) continue;
-      if (cancelled.state === 'cancelled') {
-        outcomes.cancelWon += 1;
-        expect(joined.state, `${race.joiner.id} after ${race.waiter.id} was cancelled`).toBe('waiting');
-      } else {
-        outcomes.joinWon += 1;
-        expect(cancelled.state).toBe('matched');
-        expect(joined.state).toBe('matched');
-        expect(joined.match!.id).toBe(cancelled.match!.id);
-        expect(joined.match!.tickets.map((a) => a.input.id)).toEqual([race.waiter.id, race.joiner.id]);
-      }
-    }
-
-    console.info(
-      `concurrency: ${requests} requests over 2 processes + ${pages} list pages; statuses ${JSON.stringify(Object.fromEntries(statuses))}; ` +
-        `final ${JSON.stringify(Object.fromEntries(finalStates))} of ${listing.length} tickets; solo races ${JSON.stringify(outcomes)}`,
-    );
-    expect(requests).toBeGreaterThanOrEqual(1000);
-  }, 60_000);
+    console.info(`concurrency: ${requests} requests over ${SERVERS} processes and ${APPS} apps + ${listPages} list pages; ${JSON.stringify(totals)}`);
+    // The workload reached what the invariants are about (guards against a vacuous pass).
+    expect(requests).toBeGreaterThanOrEqual(2500);
+    for (const [what, n] of Object.entries(totals)) expect(n, what).toBeGreaterThan(0);
+  }, 90_000);
 });

@@ -1,0 +1,90 @@
+/**
+ * Shared pieces of the fault tests: one matchmaking request that never throws (a network
+ * failure or a missing answer is an outcome of its own), a full app-wide listing, an app
+ * registered straight into a given Redis, and bounded polling.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { AppRegistry } from '../../src/apps/registry.js';
+import { appIdOf, Keys } from '../../src/redis/keys.js';
+import { generateKeyPair } from '../../src/shared/ed25519.js';
+import { signToken, verifiedAppRecord } from '../helpers/harness.js';
+
+/** What a client got: an HTTP answer, or no answer at all (connection refused or reset, or no reply before the guard). */
+export type Reply = { status: number; body: unknown; text: string } | { failure: string };
+
+/**
+ * Generous: a guard against a hang, never a speed assertion. The API's own Redis bounds
+ * (1 s connect, 1.5 s per command) answer far sooner.
+ */
+export const GUARD_MS = 5000;
+
+export function answered(reply: Reply): reply is { status: number; body: unknown; text: string } {
+  return 'status' in reply;
+}
+
+export async function send(baseUrl: string, path: string, init: { token?: string; body?: unknown; method?: string } = {}): Promise<Reply> {
+  try {
+    const res = await fetch(`${baseUrl}${path}`, {
+      method: init.method ?? 'POST',
+      headers: { 'content-type': 'application/json', ...(init.token ? { authorization: `Bearer ${init.token}` } : {}) },
+      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+      signal: AbortSignal.timeout(GUARD_MS),
+    });
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    return { status: res.status, body, text };
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    return { failure: `${(error as Error).name}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ''}` };
+  }
+}
+
+/** POST /api/matchmaking. */
+export function operate(baseUrl: string, token: string, operation: string, input?: unknown): Promise<Reply> {
+  return send(baseUrl, '/api/matchmaking', { token, body: input === undefined ? { operation } : { operation, input } });
+}
+
+/** Every ticket of the app, page by page; throws on anything but 200. */
+export async function listAll(baseUrl: string, token: string): Promise<unknown[]> {
+  const tickets: unknown[] = [];
+  let cursor: string | null = null;
+  for (let pages = 0; pages < 1000; pages++) {
+    const reply = await operate(baseUrl, token, 'listTickets', cursor === null ? {} : { cursor });
+    if (!answered(reply) || reply.status !== 200) throw new Error(`listTickets page ${pages}: ${JSON.stringify(reply)}`);
+    const page = reply.body as { tickets: unknown[]; nextCursor: string | null };
+    tickets.push(...page.tickets);
+    cursor = page.nextCursor;
+    if (cursor === null) return tickets;
+  }
+  throw new Error('listTickets: more than 1000 pages');
+}
+
+export interface RegisteredApp {
+  origin: string;
+  appId: string;
+  token(): Promise<string>;
+}
+
+/** A verified app stored straight into `redis` under `prefix` (what `versus apps register` would store). */
+export async function registerApp(redis: Redis, prefix: string, name: string): Promise<RegisteredApp> {
+  const keyPair = generateKeyPair();
+  const record = verifiedAppRecord(keyPair.publicKey, { name, push: false });
+  await new AppRegistry(redis, new Keys(prefix), 0).put(record);
+  return { origin: record.origin, appId: appIdOf(record.origin), token: () => signToken(keyPair.secretKey, record.origin) };
+}
+
+/** Polls `check` every 100 ms until it is true; throws after `ms` with `what` in the message. */
+export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(100);
+  }
+  throw new Error(`timed out after ${ms / 1000} s waiting for ${what}`);
+}
