@@ -9,9 +9,14 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-# Runtime stage: production dependencies, the compiled code and the Lua scripts, which are
-# read at run time from <package root>/lua (here /app/lua).
-FROM node:20-bookworm-slim
+# Runtime stage: production dependencies only (a fresh `npm ci --omit=dev`, nothing from the
+# build stage's node_modules), the compiled code, package.json ("type": "module" makes dist/
+# ESM) and the Lua scripts, which are read at run time from <package root>/lua (here /app/lua).
+# No sources, tests or dev tools. Of the production dependencies only msgpackr-extract (under
+# bullmq) has an install script; skipping it is fine: its prebuilt binary comes as an optional
+# package, and msgpackr falls back to plain JavaScript without it. Files stay owned by root and
+# read-only to the `node` user the process runs as.
+FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
