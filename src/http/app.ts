@@ -12,6 +12,8 @@ import { isRedisUnavailableError, type RedisClient } from '../redis/connection.j
 import { MAX_JSON_DEPTH } from '../shared/json.js';
 import { hasMediaType, MAX_BODY_BYTES, parseJsonBody } from './body.js';
 import { ApiError, type ErrorCode, RateLimited, sendError } from './errors.js';
+import { noteApp, noteMatchmakingOperation, observeRequests } from './observe.js';
+import { serveOpenApi } from './openapi.js';
 
 /** Everything a request handler may use; built once per process by server.ts. */
 export interface Services {
@@ -45,12 +47,13 @@ function toApiError(error: unknown): ApiError {
   return new ApiError('internal', error instanceof Error ? error.message : String(error));
 }
 
-/** An express app with the settings every Versus HTTP face shares (API and worker), and /healthz. */
-export function baseApp(): express.Express {
+/** An express app with the settings every Versus HTTP face shares (API and worker): request IDs, access log and metrics (observe.ts), and /healthz. */
+export function baseApp(logger: Logger): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('query parser', false);
+  app.use(observeRequests(logger));
   app.get('/healthz', (_req, res) => {
     res.type('application/json').send('{"status":"ok"}');
   });
@@ -76,7 +79,9 @@ export function finishApp(app: express.Express, logger: Logger): express.Express
 
 export function createApp(services: Services): express.Express {
   const { config, registry, matchmaking, logger } = services;
-  const app = baseApp();
+  const app = baseApp(logger);
+
+  app.get('/openapi.json', serveOpenApi);
 
   app.get('/readyz', async (_req, res) => {
     try {
@@ -91,9 +96,11 @@ export function createApp(services: Services): express.Express {
 
   app.post('/api/matchmaking', rawBody('invalid_argument'), async (req, res) => {
     const appRecord = await authenticateApp(req.headers.authorization, registry, config.environment);
+    noteApp(res, appRecord.origin);
     if (!hasMediaType(req, 'application/json')) throw new ApiError('invalid_argument', 'Content-Type must be application/json');
     // The envelope and its input add two levels above the payload.
     const body = parseJsonBody(req, 'invalid_argument', MAX_JSON_DEPTH + 2);
+    noteMatchmakingOperation(res, body);
     const result = await runOperation(matchmaking, appRecord.appId, validateRequest(body), appRecord.limits?.admissions ?? null);
     if ('error' in result) throw new ApiError(result.error);
     if ('rateLimitedMs' in result) throw new RateLimited('admission limit', result.rateLimitedMs);

@@ -1,4 +1,5 @@
 import type { Response } from 'express';
+import { noteResult } from './observe.js';
 
 /** Every error code an HTTP response can carry, with its status (DESIGN.md "HTTP"). The one place that maps errors to HTTP. */
 const STATUS = {
@@ -57,6 +58,7 @@ export function statusOf(code: ErrorCode): number {
 
 export function sendError(res: Response, error: ApiError): void {
   if (res.headersSent) return;
+  noteResult(res, error.code);
   if (error instanceof RateLimited) res.set('Retry-After', String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
   res.status(error.status).type('application/json').send(`{"error":${JSON.stringify(error.code)}}`);
 }

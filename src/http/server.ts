@@ -10,6 +10,7 @@ import { createPushServices } from '../push/services.js';
 import { createWorkerApp } from '../push/worker-app.js';
 import type { PushWorkerTuning } from '../push/worker.js';
 import { createApp, type Services } from './app.js';
+import { withRequestIds } from './observe.js';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -35,7 +36,9 @@ export function createLogger(config: Config): Logger {
 }
 
 /** The role decides the push half: api enqueues, worker delivers, all does both. */
-export async function createServices(config: Config, logger: Logger, role: Role = 'api', pushWorker: PushWorkerTuning = {}): Promise<Services> {
+export async function createServices(config: Config, processLogger: Logger, role: Role = 'api', pushWorker: PushWorkerTuning = {}): Promise<Services> {
+  // Lines written while a request is handled (by any part of the service) carry its requestId.
+  const logger = withRequestIds(processLogger);
   const redis = createRedis(config, { name: 'versus-api' });
   redis.on('error', (error: Error) => logger.debug({ err: error.message }, 'redis connection error'));
   const keys = new Keys(config.keyPrefix);

@@ -9,7 +9,12 @@ export class InvalidArgument extends Error {
 
 const nonEmptyString = { type: 'string', minLength: 1 } as const;
 
-const ratingPolicySchema = {
+/*
+ * The ajv schemas requests are validated with; src/http/openapi.ts publishes the same objects.
+ * Byte limits, the rating rules across members and the payload's depth and size are checked
+ * after them (validateTicketInput).
+ */
+export const ratingPolicySchema = {
   type: 'object',
   required: ['initial', 'widenPerSecond'],
   additionalProperties: false,
@@ -20,14 +25,14 @@ const ratingPolicySchema = {
   },
 } as const;
 
-const queueSchema = {
+export const queueSchema = {
   type: 'object',
   required: ['key', 'size'],
   additionalProperties: false,
   properties: { key: nonEmptyString, size: { const: 2 }, rating: ratingPolicySchema },
 } as const;
 
-const ticketInputSchema = {
+export const ticketInputSchema = {
   type: 'object',
   required: ['id', 'player', 'queue', 'payload'],
   additionalProperties: false,
@@ -41,20 +46,20 @@ const ticketInputSchema = {
   },
 } as const;
 
-const ticketQuerySchema = {
+export const ticketQuerySchema = {
   type: 'object',
   additionalProperties: false,
   properties: { player: nonEmptyString, id: nonEmptyString, cursor: { type: 'string', minLength: 1, maxLength: LIMITS.cursorChars } },
 } as const;
 
-const cancelSchema = {
+export const cancelSchema = {
   type: 'object',
   required: ['id'],
   additionalProperties: false,
   properties: { id: nonEmptyString },
 } as const;
 
-const envelopeSchema = {
+export const envelopeSchema = {
   type: 'object',
   required: ['operation'],
   additionalProperties: false,

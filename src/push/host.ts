@@ -5,7 +5,7 @@ import { hasMediaType, parseJsonBody } from '../http/body.js';
 import { verifyDetached } from '../shared/ed25519.js';
 import type { PushStore } from './store.js';
 import { HOST_AUD, HOST_SIGNED_AT_SKEW_MS } from './types.js';
-import { isPlainObject, isWalletAddress } from './validation.js';
+import { isPlainObject, isWalletAddress, subscriptionSchema, walletAddressSchema } from './validation.js';
 
 /** The members every wallet-signed host request carries. */
 const COMMON = ['wallet', 'signedAt', 'nonce', 'aud'];
@@ -39,7 +39,7 @@ export async function readHostRequest<T>(
   const value = parseJsonBody(req, 'invalid_request', 8);
   if (!isPlainObject(value)) throw new ApiError('invalid_request', 'body is not a JSON object');
   for (const name of Object.keys(value)) {
-    if (!COMMON.includes(name) && !members.includes(name)) throw new ApiError('invalid_request', `unknown member ${JSON.stringify(name)}`);
+    if (!COMMON.includes(name) && !members.includes(name)) throw new ApiError('invalid_request', 'unknown member'); // its name is body content: never logged
   }
   for (const name of [...COMMON, ...members]) {
     if (!(name in value)) throw new ApiError('invalid_request', `missing ${name}`);
@@ -59,3 +59,47 @@ export async function readHostRequest<T>(
   if (!(await store.claimNonce(wallet, nonce))) throw new ApiError('unauthenticated', 'nonce replayed');
   return { wallet, value: operation };
 }
+
+/*
+ * JSON Schemas of the host request bodies (readHostRequest plus each route's member checks in
+ * routes.ts), published by src/http/openapi.ts and compared with the server on examples by
+ * test/http/openapi.test.ts. A body must also be signed (X-Wallet-Signature), fresh and new.
+ */
+
+/** `origin` of visits and mutes: a canonical origin (https, or http on a loopback host). */
+export const hostOriginSchema = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 2048,
+  pattern: '^(?:https://[^/?#@A-Z]+|http://(?:localhost|127(?:\\.\\d{1,3}){3}|\\[::1\\])(?::\\d{1,5})?)$',
+  description: 'A canonical app origin: https://host[:port], lowercase, no path, no trailing slash, no default port (checked beyond this pattern: the URL parser must give back the same text); http:// only on a loopback host',
+} as const;
+
+function hostBody(members: Record<string, unknown>, description: string) {
+  return {
+    type: 'object',
+    required: [...COMMON, ...Object.keys(members)],
+    additionalProperties: false,
+    properties: {
+      wallet: walletAddressSchema,
+      signedAt: {
+        type: 'integer',
+        minimum: Number.MIN_SAFE_INTEGER,
+        maximum: Number.MAX_SAFE_INTEGER,
+        description: `Signing time in epoch ms; within ${HOST_SIGNED_AT_SKEW_MS / 1000} s of the server's clock, else 401`,
+      },
+      nonce: { type: 'string', pattern: '^[A-Za-z0-9_-]{16,64}$', description: 'Not reused by the wallet within 120 s, else 401' },
+      aud: { const: HOST_AUD, description: 'Another audience is 401' },
+      ...members,
+    },
+    description: `${description} Header X-Wallet-Signature: base58 Ed25519 signature of the exact body bytes by the wallet's key.`,
+  } as const;
+}
+
+export const hostSubscribeSchema = hostBody({ subscription: subscriptionSchema }, 'Registers a push subscription for the wallet (one per endpoint; at most 20 per wallet, the oldest dropped).');
+export const hostUnsubscribeSchema = hostBody(
+  { endpoint: { type: 'string', minLength: 1, maxLength: 2048, description: 'The endpoint of a subscription the wallet registered' } },
+  'Removes a subscription.',
+);
+export const hostVisitSchema = hostBody({ origin: hostOriginSchema }, 'Records that the wallet opened the app now.');
+export const hostMuteSchema = hostBody({ origin: hostOriginSchema, muted: { type: 'boolean' } }, "Mutes or unmutes the app's notifications for the wallet.");

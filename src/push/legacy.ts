@@ -7,6 +7,14 @@ import { LEGACY_BROADCAST_TYP, LEGACY_PUSH_AUD, LEGACY_PUSH_TYP, TOKEN_LEEWAY_S 
 /** Longest legacy token considered; a real one with a 1000-character body is about 3 KB. */
 const MAX_TOKEN_CHARS = 16 * 1024;
 
+/** The legacy `application/jwt` body (verifyLegacyToken; surrounding whitespace is ignored), for src/http/openapi.ts. */
+export const legacyTokenSchema = {
+  type: 'string',
+  maxLength: MAX_TOKEN_CHARS,
+  pattern: '^\\s*[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\s*$',
+  description: 'Legacy signed-body token: a compact EdDSA JWS, typ service-push+jwt (one user, claim sub: the wallet) or service-push-broadcast+jwt, aud service-push, iss the app origin, claims title, body, optional path; at most 300 s lifetime',
+} as const;
+
 /** Registered claims a legacy token may carry besides its content claims. */
 export const LEGACY_REGISTERED_CLAIMS = ['iss', 'aud', 'iat', 'exp', 'nbf', 'jti', 'sub'] as const;
 

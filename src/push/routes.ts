@@ -4,6 +4,7 @@ import type { AppRecord } from '../apps/registry.js';
 import { hasMediaType, MAX_BODY_BYTES, parseJsonBody } from '../http/body.js';
 import { ApiError, RateLimited } from '../http/errors.js';
 import type { Services } from '../http/app.js';
+import { noteApp } from '../http/observe.js';
 import { Keys } from '../redis/keys.js';
 import { canonicalJson } from '../shared/json.js';
 import { canonicalOrigin } from '../shared/origin.js';
@@ -125,6 +126,7 @@ export function createPushRouter(services: Services): Router {
   const send = (broadcast: boolean) => async (req: Request, res: Response) => {
     const request = await authenticateSend(req, services, broadcast);
     const { app, idempotencyKey, fingerprint } = request;
+    noteApp(res, app.origin);
     if (idempotencyKey !== null) {
       const first = await store.idempotencyRecord(app.appId, idempotencyKey);
       if (first) return answerAgain(res, first, fingerprint);

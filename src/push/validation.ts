@@ -1,7 +1,7 @@
 import bs58 from 'bs58';
 import { ApiError } from '../http/errors.js';
 import { utf8Length } from '../shared/json.js';
-import { allowedEndpoint, decodeBase64Url, validP256dh } from './endpoints.js';
+import { allowedEndpoint, decodeBase64Url, MAX_ENDPOINT_CHARS, validP256dh } from './endpoints.js';
 import { BODY_MAX_CHARS, PATH_MAX_BYTES, type StoredSubscription, TITLE_MAX_CHARS } from './types.js';
 
 /** The validated content of one send. */
@@ -59,7 +59,7 @@ export function validateFields(value: unknown, oneUser: boolean, extraAllowed: r
   if (!isPlainObject(value)) throw new ApiError('invalid_request', 'body is not a JSON object');
   const allowed = oneUser ? ['to', 'title', 'body', 'path'] : ['title', 'body', 'path'];
   for (const name of Object.keys(value)) {
-    if (!allowed.includes(name) && !extraAllowed.includes(name)) throw new ApiError('invalid_request', `unknown member ${JSON.stringify(name)}`);
+    if (!allowed.includes(name) && !extraAllowed.includes(name)) throw new ApiError('invalid_request', 'unknown member'); // its name is body content: never logged
   }
   const fields: NotificationFields = { title: '', body: '', path: '/' };
   if (oneUser) {
@@ -80,7 +80,7 @@ export function validateFields(value: unknown, oneUser: boolean, extraAllowed: r
 export function validateSubscription(value: unknown, hosts: readonly string[]): StoredSubscription {
   if (!isPlainObject(value)) throw new ApiError('invalid_request', 'subscription is not an object');
   for (const name of Object.keys(value)) {
-    if (!['endpoint', 'keys', 'expirationTime'].includes(name)) throw new ApiError('invalid_request', `unknown subscription member ${name}`);
+    if (!['endpoint', 'keys', 'expirationTime'].includes(name)) throw new ApiError('invalid_request', 'unknown subscription member');
   }
   const expiration = value['expirationTime'];
   if (expiration !== undefined && expiration !== null && typeof expiration !== 'number') throw new ApiError('invalid_request', 'bad expirationTime');
@@ -99,3 +99,97 @@ export function validateSubscription(value: unknown, hosts: readonly string[]): 
 export function isIdempotencyKey(value: unknown): value is string {
   return typeof value === 'string' && /^[\x21-\x7e]{1,255}$/.test(value);
 }
+
+/*
+ * JSON Schemas (2020-12, as OpenAPI 3.1 uses them) of what the hand-written checks above accept,
+ * published by src/http/openapi.ts. test/http/openapi.test.ts checks on examples that each
+ * schema and its check accept and refuse the same values, except where a check goes beyond what
+ * a schema can say (named in each description): those examples are listed as refused by the
+ * check only. `x-maxUtf8Bytes` is this document's extension keyword: a string's UTF-8 length limit.
+ */
+
+/** Text trimmed (JS String.prototype.trim, the same set as `\s`) of 1 to `max` code points. */
+function trimmedText(max: number, what: string) {
+  return {
+    type: 'string',
+    pattern: `^\\s*\\S(?:[\\s\\S]{0,${max - 2}}\\S)?\\s*$`,
+    description: `${what}: at most ${max} characters (code points) after trimming, not blank`,
+  } as const;
+}
+
+export const walletAddressSchema = {
+  type: 'string',
+  minLength: 32,
+  maxLength: 44,
+  pattern: '^[1-9A-HJ-NP-Za-km-z]+$',
+  description: 'A wallet address: base58 of a 32-byte Ed25519 public key, in its canonical spelling (checked beyond this pattern: it must decode to exactly 32 bytes)',
+} as const;
+
+export const notificationPathSchema = {
+  type: 'string',
+  pattern: '^/(?!/)[^\\u0000-\\u001f\\u007f-\\u009f\\\\#]*$',
+  maxLength: PATH_MAX_BYTES,
+  'x-maxUtf8Bytes': PATH_MAX_BYTES,
+  description: `A path on the app's origin: starts with "/" but not "//", at most ${PATH_MAX_BYTES} UTF-8 bytes, no control characters, backslash or "#"; a query is kept. Default "/"`,
+} as const;
+
+const notificationProperties = {
+  title: trimmedText(TITLE_MAX_CHARS, 'Shown after the app name'),
+  body: trimmedText(BODY_MAX_CHARS, 'Notification text'),
+  path: notificationPathSchema,
+} as const;
+
+/** POST /api/push JSON body (validateFields with oneUser). */
+export const notifyUserSchema = {
+  type: 'object',
+  required: ['to', 'title', 'body'],
+  additionalProperties: false,
+  properties: { to: walletAddressSchema, ...notificationProperties },
+  description: 'The whole message must also fit one Web Push message (about 3.9 KB of UTF-8 with the app name and URL), else invalid_body',
+} as const;
+
+/** POST /api/push/broadcast JSON body (validateFields without `to`). */
+export const notifyAudienceSchema = {
+  type: 'object',
+  required: ['title', 'body'],
+  additionalProperties: false,
+  properties: notificationProperties,
+  description: notifyUserSchema.description,
+} as const;
+
+/** A browser PushSubscription JSON (validateSubscription). */
+export const subscriptionSchema = {
+  type: 'object',
+  required: ['endpoint', 'keys'],
+  additionalProperties: false,
+  properties: {
+    endpoint: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_ENDPOINT_CHARS,
+      pattern: '^https://',
+      description: 'An https: URL without credentials or fragment on a host allowed by PUSH_ENDPOINT_HOSTS (checked beyond this pattern)',
+    },
+    expirationTime: { type: ['number', 'null'], description: 'Ignored' },
+    keys: {
+      type: 'object',
+      required: ['p256dh', 'auth'],
+      additionalProperties: false,
+      properties: {
+        p256dh: {
+          type: 'string',
+          pattern: '^B[A-Za-z0-9_-]{86}={0,2}$',
+          description: 'base64url of an uncompressed P-256 point (65 bytes, 0x04 first; checked beyond this pattern: on the curve)',
+        },
+        auth: { type: 'string', pattern: '^[A-Za-z0-9_-]{22}={0,2}$', description: 'base64url of 16 bytes' },
+      },
+    },
+  },
+} as const;
+
+/** The Idempotency-Key header (isIdempotencyKey). */
+export const idempotencyKeySchema = {
+  type: 'string',
+  pattern: '^[\\x21-\\x7e]{1,255}$',
+  description: '1 to 255 visible ASCII characters; per app, kept 24 h',
+} as const;

@@ -8,7 +8,7 @@ import { baseApp, finishApp, type Services } from '../http/app.js';
  * else 503 `{"error":"unavailable"}`). Everything else is 404 `{"error":"not_found"}`.
  */
 export function createWorkerApp(services: Services): express.Express {
-  const app = baseApp();
+  const app = baseApp(services.logger);
 
   app.get('/readyz', async (_req, res) => {
     try {
