@@ -277,7 +277,9 @@ function buildDocument(): Record<string, unknown> {
         get: {
           operationId: operationId('get', '/metrics'),
           summary: "Prometheus metrics (prom-client's default registry), including versus_http_requests_total and versus_http_request_duration_seconds by route, operation and code",
-          responses: ok(200, 'Prometheus text exposition format', { type: 'string' }, 'text/plain'),
+          description: 'With METRICS_TOKEN set, only with Authorization: Bearer <METRICS_TOKEN>; unset, open.',
+          security: [{ metricsToken: [] }, {}],
+          responses: responses(ok(200, 'Prometheus text exposition format', { type: 'string' }, 'text/plain'), refusals('unauthenticated', 'internal')),
         },
       },
       '/openapi.json': {
@@ -294,6 +296,7 @@ function buildDocument(): Record<string, unknown> {
       },
       securitySchemes: {
         appJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Shared app JWT: EdDSA, typ and aud fixed, iss the app origin, at most 300 s lifetime, signed by the app key' },
+        metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN, when the deployment sets one' },
         walletSignature: { type: 'apiKey', in: 'header', name: 'X-Wallet-Signature', description: 'base58 Ed25519 signature of the exact body bytes by the wallet in the body' },
       },
     },

@@ -133,6 +133,9 @@ function promised(): Set<string> {
   return out;
 }
 
+/** The Redis-less server's metrics token (the other servers leave /metrics open). */
+const METRICS_TOKEN = `metrics-${randomUUID()}`;
+
 let s: LoggedServer;
 let down: RunningServer;
 let plain: Harness;
@@ -142,7 +145,7 @@ beforeAll(async () => {
   s = await LoggedServer.start();
   app = await s.registerApp({ name: 'Documented', audienceDays: 30 });
   const vapid = webpush.generateVAPIDKeys();
-  down = await startServer(testConfig(testPrefix(), { REDIS_URL: 'redis://127.0.0.1:1', VAPID_PUBLIC_KEY: vapid.publicKey, VAPID_PRIVATE_KEY: vapid.privateKey, PUSH_ENDPOINT_HOSTS: PUSH_HOST }), { port: 0, host: '127.0.0.1' });
+  down = await startServer(testConfig(testPrefix(), { REDIS_URL: 'redis://127.0.0.1:1', VAPID_PUBLIC_KEY: vapid.publicKey, VAPID_PRIVATE_KEY: vapid.privateKey, PUSH_ENDPOINT_HOSTS: PUSH_HOST, METRICS_TOKEN: METRICS_TOKEN }), { port: 0, host: '127.0.0.1' });
   plain = await Harness.start();
 });
 afterAll(async () => {
@@ -489,6 +492,8 @@ describe('the real server produces every documented response, each matching its 
     const metrics = documented('GET', '/metrics', await exchange(s.url, 'GET', '/metrics'));
     expect(metrics.text).toContain('versus_http_requests_total');
     expect(metrics.text).toContain('versus_http_request_duration_seconds_bucket');
+    expect(documented('GET', '/metrics', await exchange(down.url, 'GET', '/metrics')).status).toBe(401);
+    expect(documented('GET', '/metrics', await exchange(down.url, 'GET', '/metrics', { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).status).toBe(200);
     // The worker face's readiness body is the documented Ready schema too.
     const worker = await startServer(testConfig(testPrefix()), { port: 0, host: '127.0.0.1', role: 'worker' });
     try {
