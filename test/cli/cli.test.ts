@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Keys } from '../../src/redis/keys.js';
 import { deleteKeys, testPrefix } from '../helpers/harness.js';
 import { REPO_ROOT } from '../helpers/processes.js';
 import { redisUrl } from '../setup/redis-url.js';
@@ -103,6 +104,14 @@ describe('versus CLI', () => {
   });
 });
 
+async function waitUntil(what: string, check: () => boolean, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
     const server = createServer().listen(0, '127.0.0.1', () => {
@@ -112,7 +121,7 @@ function freePort(): Promise<number> {
   });
 }
 
-/** Runs `versus dev` until it prints its three environment lines; returns them and a stop function. */
+/** Runs `versus dev` until it prints its four environment lines; returns them, its output and a stop function. */
 async function startDev(env: Record<string, string>) {
   const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'dev'], { cwd: REPO_ROOT, env: { ...process.env, LOG_LEVEL: 'silent', ...env } });
   let stdout = '';
@@ -122,20 +131,23 @@ async function startDev(env: Record<string, string>) {
   await new Promise<void>((resolve, reject) => {
     child.stdout.on('data', (d) => {
       stdout += d;
-      if (stdout.includes('VERSUS_APP_ORIGIN=')) resolve();
+      if (/^VERSUS_DEMO_WALLET=.*\n/m.test(stdout)) resolve();
     });
     void exited.then((code) => reject(new Error(`versus dev exited ${code}: ${stderr}`)));
   });
   const lines = Object.fromEntries(stdout.trim().split('\n').map((l) => l.split(/=(.*)/s).slice(0, 2)));
-  return { lines, stderr: () => stderr, stop: async () => (child.kill('SIGTERM'), exited.then((code) => code ?? `signal ${child.signalCode}`)) };
+  return { lines, stdout: () => stdout, stderr: () => stderr, stop: async () => (child.kill('SIGTERM'), exited.then((code) => code ?? `signal ${child.signalCode}`)) };
 }
 
 describe('versus dev', () => {
+  // Each test starts the stack (API, a tsx-compiled worker process, the push service) on a shared 2-core machine.
+  const STACK_TIMEOUT_MS = 90_000;
+
   it('uses the Redis that answers, registers the demo app, and serves a walkthrough that pairs two players', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'versus-dev-'));
     const dev = await startDev({ REDIS_URL: redisUrl(), VERSUS_KEY_PREFIX: prefix, VERSUS_DEV_DIR: dir, PORT: String(await freePort()) });
     try {
-      expect(Object.keys(dev.lines)).toEqual(['SERVICE_APP_KEY', 'SERVICE_API_URL', 'VERSUS_APP_ORIGIN']);
+      expect(Object.keys(dev.lines)).toEqual(['SERVICE_APP_KEY', 'SERVICE_API_URL', 'VERSUS_APP_ORIGIN', 'VERSUS_DEMO_WALLET']);
       expect(readFileSync(join(dir, 'app.env'), 'utf8')).toBe(Object.entries(dev.lines).map(([k, v]) => `${k}=${v}\n`).join(''));
       const env = { SERVICE_APP_KEY: dev.lines['SERVICE_APP_KEY']!, VERSUS_APP_ORIGIN: dev.lines['VERSUS_APP_ORIGIN']! };
       const call = async (body: unknown) => {
@@ -161,11 +173,70 @@ describe('versus dev', () => {
       expect(push.status).toBe(404);
       expect(await push.json()).toEqual({ error: 'unknown_user' });
       expect(dev.stderr()).toContain(`using the Redis at ${redisUrl()}`);
+
+      // The demo wallet is subscribed at the loopback push service: the push worker (a child
+      // process) delivers, and the push service prints the notification decrypted.
+      const wallet = dev.lines['VERSUS_DEMO_WALLET']!;
+      const sent = await fetch(`${dev.lines['SERVICE_API_URL']}/api/push`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${(await versus(['token'], env)).stdout.trim()}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ to: wallet, title: 'Your move', body: 'Bob played e4', path: '/games/42' }),
+      });
+      expect(sent.status).toBe(202);
+      const line = `push service: to wallet ${wallet}: "Versus Demo: Your move" "Bob played e4" (opens https://demo.versus.localhost/games/42)\n`;
+      await waitUntil('the printed notification', () => dev.stdout().includes(line));
+      // Printed lines carry no key: neither the app's nor the VAPID keys nor the subscription's.
+      const keys = JSON.parse(readFileSync(join(dir, 'keys.json'), 'utf8'));
+      for (const secret of [keys.appSecretKey, keys.serviceSecretKey, keys.vapid.privateKey, keys.vapid.publicKey, keys.demoWalletSecretKey]) {
+        expect(dev.stdout().replace(/^SERVICE_APP_KEY=.*\n/m, '') + dev.stderr()).not.toContain(secret);
+      }
     } finally {
       expect(await dev.stop(), dev.stderr()).toBe(0);
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, STACK_TIMEOUT_MS);
+
+  it('a restart replaces the demo subscription (its port changed) instead of adding one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'versus-dev-'));
+    const env = { REDIS_URL: redisUrl(), VERSUS_KEY_PREFIX: prefix, VERSUS_DEV_DIR: dir };
+    try {
+      const first = await startDev({ ...env, PORT: String(await freePort()) });
+      const wallet = first.lines['VERSUS_DEMO_WALLET']!;
+      const endpoint = readFileSync(join(dir, 'push-service', 'endpoint'), 'utf8').trim();
+      expect(await first.stop()).toBe(0);
+      const second = await startDev({ ...env, PORT: String(await freePort()) });
+      try {
+        expect(second.lines['VERSUS_DEMO_WALLET']).toBe(wallet);
+        const next = readFileSync(join(dir, 'push-service', 'endpoint'), 'utf8').trim();
+        expect(next).not.toBe(endpoint);
+        expect(await redis.hkeys(new Keys(prefix).walletSubscriptions(wallet))).toEqual([next]);
+      } finally {
+        expect(await second.stop()).toBe(0);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, STACK_TIMEOUT_MS);
+
+  it('without openssl: no loopback push service, said in one line; the rest of the stack runs', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'versus-dev-'));
+    const dev = await startDev({ REDIS_URL: redisUrl(), VERSUS_KEY_PREFIX: prefix, VERSUS_DEV_DIR: dir, PORT: String(await freePort()), PATH: '/nonexistent' });
+    try {
+      expect(dev.stderr()).toContain('versus dev: no loopback push service (openssl is not installed, needed for its certificate): notifications are accepted, not delivered\n');
+      const sent = await fetch(`${dev.lines['SERVICE_API_URL']}/api/push`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${(await versus(['token'], { SERVICE_APP_KEY: dev.lines['SERVICE_APP_KEY']!, VERSUS_APP_ORIGIN: dev.lines['VERSUS_APP_ORIGIN']! })).stdout.trim()}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ to: dev.lines['VERSUS_DEMO_WALLET'], title: 'Hi', body: 'Nobody prints this' }),
+      });
+      expect(sent.status).toBe(202);
+    } finally {
+      expect(await dev.stop(), dev.stderr()).toBe(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, STACK_TIMEOUT_MS);
 
   it('starts the local redis-server when none answers, with its data in the dev folder', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'versus-dev-'));
@@ -184,7 +255,7 @@ describe('versus dev', () => {
     const probe = new Redis(`redis://127.0.0.1:${redisPort}`, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
     probe.on('error', () => {});
     await expect(probe.connect()).rejects.toThrow();
-  });
+  }, STACK_TIMEOUT_MS);
 
   it('stops with one line saying how to get Redis when none answers and redis-server is missing', async () => {
     const res = await versus(['dev'], { REDIS_URL: `redis://127.0.0.1:${await freePort()}`, PATH: '/nonexistent', VERSUS_DEV_DIR: mkdtempSync(join(tmpdir(), 'versus-dev-')) });

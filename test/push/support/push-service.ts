@@ -1,12 +1,14 @@
-import { execFileSync } from 'node:child_process';
-import { createECDH, createPublicKey, hkdfSync, createDecipheriv, randomBytes, randomUUID, type ECDH } from 'node:crypto';
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { randomUUID, type ECDH } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { importJWK, jwtVerify, decodeProtectedHeader } from 'jose';
+import { loopbackCertificate, receiverKeys, type LoopbackCertificate } from '../../../src/push/dev-push-service.js';
+
+/** The receiving side's crypto lives in src (versus dev uses it too). */
+export { decryptMessage, verifyVapid } from '../../../src/push/dev-push-service.js';
 
 /**
  * A loopback HTTPS server that plays a browser's push service (RFC 8030): it answers
@@ -15,21 +17,11 @@ import { importJWK, jwtVerify, decodeProtectedHeader } from 'jose';
  * accepted, as with a real push service that never acknowledged it.
  */
 
-let certificate: { cert: string; key: string; certPath: string } | null = null;
+let certificate: LoopbackCertificate | null = null;
 
 /** A self-signed certificate for 127.0.0.1 (openssl), made once per test process. */
-export function testCertificate(): { cert: string; key: string; certPath: string } {
-  if (certificate) return certificate;
-  const dir = mkdtempSync(join(tmpdir(), 'versus-push-'));
-  const keyPath = join(dir, 'key.pem');
-  const certPath = join(dir, 'cert.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', keyPath, '-out', certPath, '-days', '2', '-subj', '/CN=127.0.0.1',
-    '-addext', 'subjectAltName=IP:127.0.0.1',
-  ], { stdio: 'ignore' });
-  if (!existsSync(certPath)) throw new Error('openssl did not write the test certificate');
-  certificate = { cert: readFileSync(certPath, 'utf8'), key: readFileSync(keyPath, 'utf8'), certPath };
+export function testCertificate(): LoopbackCertificate {
+  certificate ??= loopbackCertificate(mkdtempSync(join(tmpdir(), 'versus-push-')), 2);
   return certificate;
 }
 
@@ -84,12 +76,9 @@ export class PushService {
 
   /** A new subscription: a real P-256 key pair and a 16-byte auth secret, as a browser makes. */
   subscribe(): BrowserSubscription {
-    const ecdh = createECDH('prime256v1');
-    const publicKey = ecdh.generateKeys();
-    const authSecret = randomBytes(16);
+    const { ecdh, authSecret, keys } = receiverKeys();
     const token = randomUUID();
     const endpoint = `${this.url}/push/${token}`;
-    const keys = { p256dh: publicKey.toString('base64url'), auth: authSecret.toString('base64url') };
     return { token, endpoint, keys, ecdh, authSecret, json: () => ({ endpoint, expirationTime: null, keys }) };
   }
 
@@ -163,52 +152,4 @@ export class PushService {
       res.writeHead(status, status === 201 ? { location: `${this.url}/message/${randomUUID()}` } : {}).end();
     });
   }
-}
-
-function hkdf(salt: Buffer, ikm: Buffer, info: Buffer | string, length: number): Buffer {
-  return Buffer.from(hkdfSync('sha256', ikm, salt, typeof info === 'string' ? Buffer.from(info, 'latin1') : info, length));
-}
-
-/** Decrypts an aes128gcm Web Push message body (RFC 8188 + RFC 8291) with the subscription's keys. */
-export function decryptMessage(body: Buffer, subscription: BrowserSubscription): string {
-  const salt = body.subarray(0, 16);
-  const recordSize = body.readUInt32BE(16);
-  const idLength = body[20]!;
-  const senderPublic = body.subarray(21, 21 + idLength);
-  const record = body.subarray(21 + idLength);
-  if (record.length > recordSize) throw new Error('more than one record');
-  const receiverPublic = subscription.ecdh.getPublicKey();
-  const shared = subscription.ecdh.computeSecret(senderPublic);
-  const keyInfo = Buffer.concat([Buffer.from('WebPush: info\0', 'latin1'), receiverPublic, senderPublic]);
-  const ikm = hkdf(subscription.authSecret, shared, keyInfo, 32);
-  const cek = hkdf(salt, ikm, 'Content-Encoding: aes128gcm\0', 16);
-  const nonce = hkdf(salt, ikm, 'Content-Encoding: nonce\0', 12);
-  const decipher = createDecipheriv('aes-128-gcm', cek, nonce);
-  decipher.setAuthTag(record.subarray(record.length - 16));
-  const padded = Buffer.concat([decipher.update(record.subarray(0, record.length - 16)), decipher.final()]);
-  let end = padded.length - 1;
-  while (end >= 0 && padded[end] === 0) end--;
-  if (padded[end] !== 2) throw new Error('missing last-record delimiter');
-  return padded.subarray(0, end).toString('utf8');
-}
-
-/**
- * Checks a message's VAPID authorization (RFC 8292): `vapid t=<JWT>, k=<public key>`, k the
- * configured key, the JWT ES256-signed by it, aud the push service's origin, sub the subject,
- * expiring within 24 h. Returns the JWT claims.
- */
-export async function verifyVapid(message: PushMessage, publicKey: string, audience: string, subject: string): Promise<Record<string, unknown>> {
-  const header = message.headers['authorization'];
-  const match = /^vapid t=([A-Za-z0-9_.-]+), ?k=([A-Za-z0-9_-]+)$/.exec(String(header));
-  if (!match) throw new Error(`not a VAPID authorization: ${header}`);
-  const [, jwt, k] = match;
-  if (k !== publicKey) throw new Error('k is not the configured VAPID public key');
-  const raw = Buffer.from(k!, 'base64url');
-  const jwk = { kty: 'EC', crv: 'P-256', x: raw.subarray(1, 33).toString('base64url'), y: raw.subarray(33).toString('base64url') };
-  createPublicKey({ key: jwk, format: 'jwk' });
-  if (decodeProtectedHeader(jwt!).alg !== 'ES256') throw new Error('VAPID JWT is not ES256');
-  const { payload } = await jwtVerify(jwt!, await importJWK(jwk, 'ES256'), { audience, subject });
-  const now = Math.floor(Date.now() / 1000);
-  if (typeof payload.exp !== 'number' || payload.exp <= now || payload.exp > now + 24 * 3600) throw new Error('VAPID exp out of range');
-  return payload as Record<string, unknown>;
 }
