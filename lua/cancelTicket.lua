@@ -7,6 +7,8 @@
   ARGV[2]  "1" to honour the test clock
 
   Returns { "ok", ticketReply }.
+  Counts the event in the app's stats hash (keys.lua statsKey): a tombstone (tb), a requested
+  cancellation (c) or an expiry found by the cancel (e).
 ]]
 --- @include "clock"
 --- @include "ticket"
@@ -22,9 +24,11 @@ if not f[1] then
   local seq = redis.call('INCR', scope .. 'seq')
   redis.call('HSET', tkey, 's', 'c', 'rs', 'requested', 'ca', int(now), 'c', int(now), 'n', seq)
   redis.call('ZADD', scope .. 'all', seq, id)
+  countEvent(scope, 'tb', 1)
 elseif f[1] == 'w' then
-  local reason = 'requested'
-  if f[2] and tonumber(f[2]) <= now then reason = 'expired' end
+  local reason, counter = 'requested', 'c'
+  if f[2] and tonumber(f[2]) <= now then reason, counter = 'expired', 'e' end
   cancelWaiting(scope, id, reason, now)
+  countEvent(scope, counter, 1)
 end
 return { 'ok', ticketReply(scope, id) }

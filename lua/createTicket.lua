@@ -21,6 +21,8 @@
   Order (DESIGN.md): existing ID (tombstone as is; identical input its state; else conflict),
   then queue policy, then the app's admission limit (only a new ID takes a token: retries are
   never limited), then admission. A refusal writes nothing.
+  Counts in the app's stats hash (keys.lua statsKey): am (matched at once), ax (admitted past
+  its cutoff), e (the expiries it retires); an admission that waits is counted by seq alone.
 ]]
 --- @include "clock"
 --- @include "ticket"
@@ -65,6 +67,7 @@ if expiresAt ~= '' and tonumber(expiresAt) <= now then
   table.insert(fields, 'rs'); table.insert(fields, 'expired')
   table.insert(fields, 'ca'); table.insert(fields, int(now))
   redis.call('HSET', tkey, unpack(fields))
+  countEvent(scope, 'ax', 1)
   return { 'ok', admissionReply(scope, id, fields, nil, policyJson) }
 end
 
@@ -87,6 +90,7 @@ if partner then
   fields[2] = 'm'
   for _, v in ipairs({ 'mi', matchId, 'o', partner, 'ma', int(now), 'j', '1' }) do table.insert(fields, v) end
   redis.call('HSET', tkey, unpack(fields))
+  countEvent(scope, 'am', 1)
 else
   redis.call('HSET', tkey, unpack(fields))
   joinQueue(scope, id, queue, player, rating, seq, expiresAt)

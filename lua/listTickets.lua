@@ -12,6 +12,7 @@
   Returns { snapshot, { ticketReply... }, nextAfter or "" }.
   A traversal covers the tickets whose sequence is at most the snapshot, so later
   admissions need a new traversal; each ticket's state is read when its page is.
+  A ticket found expired counts under e in the app's stats hash (keys.lua statsKey).
 ]]
 --- @include "clock"
 --- @include "ticket"

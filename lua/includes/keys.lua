@@ -1,7 +1,7 @@
 --[[
   Key layout of one app's matchmaking data, below the app's scope `<prefix>:{<appId>}:`
   (the TypeScript half is src/redis/keys.ts; the hash tag keeps an app in one slot).
-    seq            string   per-app sequence: creation order of tickets and tombstones
+    seq            string   per-app sequence: creation order of tickets and tombstones (one INCR each)
     all            zset     every ticket and tombstone, score = sequence
     qp             hash     queue key -> canonical JSON of its fixed policy {rating?, size}
     clock          string   test-only frozen clock (ms)
@@ -15,6 +15,16 @@
                             sequence (<n> is the queue key's length, so the name is unambiguous)
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
     rl:admissions  string   state of the app's admission limit (ratelimit.lua); absent: bucket full
+    stats          hash     the app's matchmaking event counters, each HINCRBY'd by the script
+                            that makes the event (src/matchmaking/stats.ts reads them):
+                              am  admissions that matched at once (one per match)
+                              ax  admissions already past their cutoff (recorded expired)
+                              c   waiting tickets cancelled at a client's request
+                              e   waiting tickets expired (retired by an admission, read or cancel)
+                              tb  tombstones (cancels of unknown IDs)
+                            `seq` is INCR'd once per admission and once per tombstone, nothing else,
+                            so admissions = seq - tb, and an admission that waits writes no counter:
+                            waiting = seq - tb - 2 * am - ax - c - e, matched tickets = 2 * am.
 ]]
 local function clockKey(scope) return scope .. 'clock' end
 local function ticketKey(scope, id) return scope .. 't:' .. id end
@@ -24,4 +34,5 @@ local function ratingKey(scope, queue) return scope .. 'qr:' .. queue end
 local function expiryKey(scope, queue) return scope .. 'qx:' .. queue end
 local function headsKey(scope, queue) return scope .. 'qh:' .. queue end
 local function admissionLimitKey(scope) return scope .. 'rl:admissions' end
+local function statsKey(scope) return scope .. 'stats' end
 local function ownKey(scope, queue, player) return scope .. 'qo:' .. #queue .. ':' .. queue .. player end

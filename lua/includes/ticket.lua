@@ -54,22 +54,30 @@ local function cancelWaiting(scope, id, reason, now)
   leaveQueue(scope, id, f[1], f[2], f[3] ~= false)
 end
 
+-- Adds n to one of the app's event counters (keys.lua statsKey names the fields).
+local function countEvent(scope, field, n)
+  redis.call('HINCRBY', statsKey(scope), field, n)
+end
+
 -- A read evaluates expiry: a waiting ticket at or past its cutoff becomes cancelled (expired).
 local function observeExpiry(scope, id, now)
   local f = redis.call('HMGET', ticketKey(scope, id), 's', 'x')
   if f[1] == 'w' and f[2] and tonumber(f[2]) <= now then
     cancelWaiting(scope, id, 'expired', now)
+    countEvent(scope, 'e', 1)
   end
 end
 
 -- Retires every waiting ticket of a queue whose cutoff is at or before now (O(log n) each),
--- in chunks: a burst of 100k expired tickets never sits in the Lua heap at once.
+-- in chunks: a burst of 100k expired tickets never sits in the Lua heap at once. One counter
+-- write per chunk, none when nothing was due.
 local RETIRE_CHUNK = 500
 local function retireExpired(scope, queue, now)
   local xkey = expiryKey(scope, queue)
   repeat
     local due = redis.call('ZRANGEBYSCORE', xkey, '-inf', int(now), 'LIMIT', 0, RETIRE_CHUNK)
     for i = 1, #due do cancelWaiting(scope, due[i], 'expired', now) end
+    if #due > 0 then countEvent(scope, 'e', #due) end
   until #due < RETIRE_CHUNK
 end
 

@@ -33,6 +33,7 @@ const USAGE = `versus — head-to-head matchmaking and app notifications
                        [--notifications N/s|N/min|N/h|off] [--notification-burst N]
                                                  per-app rate limits (default none; burst defaults to N);
                                                  refusals are 429 {"error":"unavailable"}; no flags: print them
+  versus apps stats O [--json]                   tickets by state, waiting per queue, Redis memory (estimate)
   versus token                                   print a fresh app JWT (SERVICE_APP_KEY, VERSUS_APP_ORIGIN)
   versus load [--url U] [--origin O] [--key K] [--rate N [--max-in-flight 256] | --concurrency 32]
               [--duration 10s] [--timeout 10s] [--players 1000] [--queues 10] [--rated 0] [--cancel 0]
@@ -260,8 +261,16 @@ async function appsCommand(sub: string | undefined, args: string[]): Promise<voi
       process.stdout.write(`${record.origin}: admissions ${describeLimit(limits.admissions)}, notifications ${describeLimit(limits.notifications)}\n`);
       return;
     }
+    case 'stats': {
+      const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
+      if (positionals.length > 1) throw new CliError('usage: versus apps stats O [--json]');
+      const origin = originArg(positionals[0], true);
+      const { statsReport } = await import('../matchmaking/stats.js');
+      process.stdout.write(await statsReport(config, origin, { json: values.json }));
+      return;
+    }
     default:
-      throw new CliError('usage: versus apps register|verify|show|list|mute|audience|limits … (versus --help)');
+      throw new CliError('usage: versus apps register|verify|show|list|mute|audience|limits|stats … (versus --help)');
   }
 }
 

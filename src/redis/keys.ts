@@ -16,6 +16,11 @@ function tagOf(text: string): string {
   return createHash('sha256').update(text).digest('base64url').slice(0, 16);
 }
 
+/** `text` as a literal in a Redis SCAN/KEYS glob pattern. */
+function globEscape(text: string): string {
+  return text.replace(/[\\*?[\]]/g, (c) => `\\${c}`);
+}
+
 export class Keys {
   constructor(readonly prefix: string) {}
 
@@ -52,6 +57,51 @@ export class Keys {
   /** Hash of one ticket (used by tests and tools that inspect storage). */
   ticket(appId: string, ticketId: string): string {
     return `${this.appScope(appId)}t:${ticketId}`;
+  }
+
+  /** Hash: the app's matchmaking event counters (keys.lua statsKey, which names the fields). */
+  matchmakingStats(appId: string): string {
+    return `${this.appScope(appId)}stats`;
+  }
+
+  /** String: the app's sequence, one INCR per admission and per tombstone (keys.lua `seq`). */
+  sequence(appId: string): string {
+    return `${this.appScope(appId)}seq`;
+  }
+
+  /** Sorted set: every ticket and tombstone of the app, score = sequence (keys.lua `all`). */
+  allTickets(appId: string): string {
+    return `${this.appScope(appId)}all`;
+  }
+
+  /** Hash: queue key -> canonical JSON of its fixed policy (keys.lua `qp`). */
+  queuePolicies(appId: string): string {
+    return `${this.appScope(appId)}qp`;
+  }
+
+  /** Sorted set: waiting rated tickets of one queue (keys.lua waitingKey). */
+  queueRatedWaiting(appId: string, queue: string): string {
+    return `${this.appScope(appId)}qw:${queue}`;
+  }
+
+  /** Sorted set: player heads of one queue's waiting unrated tickets (keys.lua headsKey). */
+  queuePlayerHeads(appId: string, queue: string): string {
+    return `${this.appScope(appId)}qh:${queue}`;
+  }
+
+  /** Sorted set: one player's waiting unrated tickets in one queue (keys.lua ownKey; Lua's #queue is its length in bytes). */
+  queuePlayerTickets(appId: string, queue: string, player: string): string {
+    return `${this.appScope(appId)}qo:${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
+  }
+
+  /** Sorted set: waiting tickets of one queue that have a cutoff, score = expiresAt (keys.lua expiryKey). */
+  queueCutoffs(appId: string, queue: string): string {
+    return `${this.appScope(appId)}qx:${queue}`;
+  }
+
+  /** SCAN pattern of every key under the app's hash tag scope (its matchmaking and notification keys). */
+  appScopePattern(appId: string): string {
+    return `${globEscape(this.appScope(appId))}*`;
   }
 
   // ---- Notifications (src/push). Wallet data share the hash tag `{w:<hash>}`, so one
