@@ -27,6 +27,8 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Test-only: scripts read "now" from a per-app clock key when set. Refused with NODE_ENV=production. */
   testClock: boolean;
+  /** METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <it>`; null: /metrics is open. */
+  metricsToken: string | null;
 }
 
 export class ConfigError extends Error {
@@ -168,6 +170,11 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('VERSUS_TEST_CLOCK', 'the test clock is refused when NODE_ENV=production');
   }
 
+  const metricsToken = nonEmpty(env, 'METRICS_TOKEN') ?? null;
+  if (metricsToken !== null && !/^[\x21-\x7e]{16,256}$/.test(metricsToken)) {
+    throw new ConfigError('METRICS_TOKEN', 'use 16 to 256 visible ASCII characters (no spaces)');
+  }
+
   return {
     redisUrl,
     redisClusterNodes,
@@ -182,5 +189,6 @@ export function loadConfig(env: Env = process.env): Config {
     http: parseHttpTimeouts(env),
     logLevel,
     testClock,
+    metricsToken,
   };
 }

@@ -4,6 +4,7 @@ import { AuthError, authenticateApp } from '../apps/auth.js';
 import type { AppRegistry } from '../apps/registry.js';
 import type { Config } from '../config.js';
 import { runOperation } from '../matchmaking/service.js';
+import { metricsHandler } from '../metrics/metrics.js';
 import type { MatchmakingStore } from '../matchmaking/store.js';
 import { InvalidArgument, validateRequest } from '../matchmaking/validation.js';
 import { createPushRouter } from '../push/routes.js';
@@ -93,6 +94,8 @@ export function createApp(services: Services): express.Express {
       sendError(res, new ApiError('unavailable', 'not ready'));
     }
   });
+
+  app.get('/metrics', metricsHandler(services));
 
   app.post('/api/matchmaking', rawBody('invalid_argument'), async (req, res) => {
     const appRecord = await authenticateApp(req.headers.authorization, registry, config.environment);

@@ -5,6 +5,7 @@ import type { Config } from '../config.js';
 import { ApiError } from '../http/errors.js';
 import { createRedis, type RedisClient } from '../redis/connection.js';
 import type { Keys } from '../redis/keys.js';
+import { instrumentRedis, pushAccepted } from '../metrics/metrics.js';
 import { PUSH_QUEUE, type PushJob } from './types.js';
 
 /**
@@ -55,14 +56,20 @@ export class PushProducer {
   constructor(config: Config, keys: Keys, private readonly logger: Logger) {
     this.connection = createRedis(config, { name: 'versus-push-queue' });
     this.connection.on('error', (error: Error) => logger.debug({ err: error.message }, 'push queue redis error'));
+    instrumentRedis(this.connection, 'push-queue');
     this.queue = createPushQueue(this.connection, keys, logger);
   }
 
-  /** Adds the job under its notification id: adding an id that is still queued or kept is a no-op. */
+  /**
+   * Adds the job under its notification id: adding an id that is still queued or kept is a no-op.
+   * Counted in versus_push_notifications_accepted_total once added (a replay that re-adds the
+   * job of a reserved idempotency record counts again; BullMQ keeps one job).
+   */
   async enqueue(job: PushJob): Promise<void> {
     if (this.connection.status !== 'ready') throw new ApiError('unavailable', 'push queue connection is not ready');
     try {
       await withTimeout(this.queue.add(job.kind, job, { jobId: job.id }), ENQUEUE_TIMEOUT_MS, 'enqueue');
+      pushAccepted.inc({ app: job.origin, kind: job.kind });
     } catch (error) {
       if (error instanceof ApiError) throw error;
       this.logger.warn({ err: (error as Error).message }, 'enqueue failed');

@@ -1,11 +1,13 @@
 import type express from 'express';
 import { ApiError, sendError } from '../http/errors.js';
 import { baseApp, finishApp, type Services } from '../http/app.js';
+import { metricsHandler } from '../metrics/metrics.js';
 
 /**
  * The HTTP face of `versus serve --role worker`: `/healthz` (the process runs) and `/readyz`
  * (its queue connection answers and the worker runs: `{"status":"ready","queue":"ready"}`,
- * else 503 `{"error":"unavailable"}`). Everything else is 404 `{"error":"not_found"}`.
+ * else 503 `{"error":"unavailable"}`), and `/metrics` (src/metrics/metrics.ts). Everything else
+ * is 404 `{"error":"not_found"}`.
  */
 export function createWorkerApp(services: Services): express.Express {
   const app = baseApp(services.logger);
@@ -20,6 +22,8 @@ export function createWorkerApp(services: Services): express.Express {
       sendError(res, new ApiError('unavailable', 'not ready'));
     }
   });
+
+  app.get('/metrics', metricsHandler(services));
 
   return finishApp(app, services.logger);
 }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { createRedis, type RedisClient } from '../redis/connection.js';
 import type { Keys } from '../redis/keys.js';
+import { instrumentRedis, pushDelivered, pushDropped, pushFailed, pushJobLatency, pushJobsFailed } from '../metrics/metrics.js';
 import { allowedEndpoint } from './endpoints.js';
 import { CHUNK_PRIORITY, createPushQueue } from './queue.js';
 import { PushSender } from './sender.js';
@@ -88,7 +89,8 @@ async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Prom
 export class PushWorker {
   readonly connection: RedisClient;
   readonly store: PushStore;
-  private readonly queue: Queue<PushJob>;
+  /** The push queue as the worker sees it (chunk jobs are added through it; /metrics reads its depth). */
+  readonly queue: Queue<PushJob>;
   private readonly worker: Worker<PushJob>;
   private readonly sender: PushSender | null;
   private readonly tuning: Required<PushWorkerTuning>;
@@ -102,6 +104,7 @@ export class PushWorker {
     this.tuning = { ...DEFAULTS, ...tuning };
     this.connection = createRedis(config, { forBullmq: true, name: 'versus-push-worker' });
     this.connection.on('error', (error: Error) => logger.debug({ err: error.message }, 'push worker redis error'));
+    instrumentRedis(this.connection, 'push-worker');
     this.store = new PushStore(this.connection, keys, config.testClock);
     this.queue = createPushQueue(this.connection, keys, logger);
     this.sender = config.vapid ? new PushSender(config.vapid, this.tuning.sendTimeoutMs) : null;
@@ -115,9 +118,13 @@ export class PushWorker {
       maxStalledCount: 10,
     });
     this.worker.on('error', (error: Error) => logger.debug({ err: error.message }, 'push worker error'));
+    this.worker.on('completed', (job) => {
+      pushJobLatency.observe({ kind: job.data.kind }, Math.max(0, (job.finishedOn ?? Date.now()) - job.timestamp) / 1000);
+    });
     this.worker.on('failed', (job, error) => {
       if (!job) return;
       const last = job.attemptsMade >= (job.opts.attempts ?? 1);
+      pushJobsFailed.inc({ kind: job.data.kind, final: String(last) });
       logger[last ? 'warn' : 'debug']({ job: job.id, kind: job.data.kind, attempt: job.attemptsMade, err: error.message }, last ? 'push job gave up' : 'push job will retry');
     });
   }
@@ -238,6 +245,7 @@ export class PushWorker {
       if (allowedEndpoint(target.subscription.endpoint, this.config.pushEndpointHosts) === null) {
         // Registered under another PUSH_ENDPOINT_HOSTS: never contacted.
         counts.rejected++;
+        pushDropped.inc({ app: job.origin, reason: 'endpoint_not_allowed' });
         this.logger.warn({ id: job.id }, 'subscription endpoint no longer allowed; not contacted');
         await this.store.markSettled(job.appId, job.id, target.hash);
         return;
@@ -247,19 +255,23 @@ export class PushWorker {
         case 'sent':
           await this.store.markSettled(job.appId, job.id, target.hash);
           counts.sent++;
+          pushDelivered.inc({ app: job.origin });
           return;
         case 'gone':
           await this.store.markSettled(job.appId, job.id, target.hash);
           await this.store.dropGoneSubscription(target.wallet, target.subscription);
           counts.gone++;
+          pushDropped.inc({ app: job.origin, reason: 'gone' });
           return;
         case 'rejected':
           await this.store.markSettled(job.appId, job.id, target.hash);
           counts.rejected++;
+          pushDropped.inc({ app: job.origin, reason: 'refused' });
           this.logger.warn({ id: job.id, status: result.status, detail: result.detail }, 'push service refused a message');
           return;
         case 'retry':
           counts.retry++;
+          pushFailed.inc({ app: job.origin });
           return;
       }
     });
