@@ -15,7 +15,7 @@ import { readAppKeyFromEnv, readAppOriginFromEnv } from './env.js';
 
 const USAGE = `versus — head-to-head matchmaking and app notifications
 
-  versus dev                                     Redis, demo app and API in one command
+  versus dev                                     Redis, demo app, API, push worker and a loopback push service
   versus serve [--role api|worker|all]           run the service (PORT, HOST)
   versus keygen                                  print a new key pair as JSON
   versus manifest proof --origin O               sign a key proof with SERVICE_APP_KEY
