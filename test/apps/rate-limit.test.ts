@@ -1,5 +1,3 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RateLimit } from '../../src/apps/limits.js';
 import { issueManifest } from '../../src/apps/manifest.js';
@@ -8,7 +6,7 @@ import { shortHash } from '../../src/push/store.js';
 import { generateKeyPair } from '../../src/shared/ed25519.js';
 import { createKeyProof } from '../../src/shared/tokens.js';
 import type { TestApp } from '../helpers/harness.js';
-import { REPO_ROOT, spawnApi, type SpawnedApi } from '../helpers/processes.js';
+import { runVersus, spawnApi, type SpawnedApi } from '../helpers/processes.js';
 import { ticket } from '../helpers/tickets.js';
 import { PushWorld } from '../push/support/env.js';
 
@@ -19,7 +17,6 @@ import { PushWorld } from '../push/support/env.js';
  * changes nothing.
  */
 const T0 = 1_800_000_000_000;
-const CLI = join(REPO_ROOT, 'src', 'cli', 'main.ts');
 let world: PushWorld;
 /** The second replica: `versus serve --role api` code in a child process, same Redis and prefix. */
 let replica: SpawnedApi;
@@ -69,17 +66,7 @@ async function jobCount(): Promise<number> {
   return Object.values(counts).reduce((a, b) => a + b, 0);
 }
 
-function versus(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = execFile(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...world.env } });
-    child.stdin!.end();
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (d) => (stdout += d));
-    child.stderr!.on('data', (d) => (stderr += d));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const versus = (args: string[]) => runVersus(args, world.env);
 
 async function limitedApp(limits: { admissions?: RateLimit; notifications?: RateLimit }): Promise<TestApp> {
   const app = await world.harness.registerApp({

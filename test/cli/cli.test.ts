@@ -1,37 +1,23 @@
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Keys } from '../../src/redis/keys.js';
 import { deleteKeys, testPrefix } from '../helpers/harness.js';
-import { REPO_ROOT } from '../helpers/processes.js';
+import { REPO_ROOT, runVersus } from '../helpers/processes.js';
 import { redisUrl } from '../setup/redis-url.js';
 
-const run = promisify(execFile);
 const CLI = join(REPO_ROOT, 'src', 'cli', 'main.ts');
 const prefix = testPrefix();
 let redis: Redis;
 
 /** Runs `versus …` as a user would; resolves with exit code, stdout and stderr. */
-async function versus(args: string[], env: Record<string, string> = {}, input?: string) {
-  const child = execFile(process.execPath, ['--import', 'tsx', CLI, ...args], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, REDIS_URL: redisUrl(), VERSUS_KEY_PREFIX: prefix, LOG_LEVEL: 'silent', ...env },
-  });
-  if (input !== undefined) child.stdin!.end(input);
-  else child.stdin!.end();
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (d) => (stdout += d));
-  child.stderr!.on('data', (d) => (stderr += d));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, stdout, stderr };
+function versus(args: string[], env: Record<string, string> = {}, input?: string) {
+  return runVersus(args, { REDIS_URL: redisUrl(), VERSUS_KEY_PREFIX: prefix, LOG_LEVEL: 'silent', ...env }, input);
 }
-void run;
 
 beforeAll(() => {
   redis = new Redis(redisUrl());

@@ -1,31 +1,16 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appMemory } from '../../src/matchmaking/stats.js';
 import { Harness, scanKeys, type TestApp } from '../helpers/harness.js';
 import { KNOWN, playKnownSequence } from '../helpers/known-sequence.js';
-import { REPO_ROOT } from '../helpers/processes.js';
+import { runVersus } from '../helpers/processes.js';
 import { redisEnv } from '../setup/redis-url.js';
 
 /** `versus apps stats O [--json]` after a known sequence of matchmaking events. */
-const CLI = join(REPO_ROOT, 'src', 'cli', 'main.ts');
 let h: Harness;
 let app: TestApp;
 
-function versus(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = execFile(process.execPath, ['--import', 'tsx', CLI, ...args], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, ...redisEnv(), VERSUS_KEY_PREFIX: h.prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' },
-    });
-    child.stdin!.end();
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (d) => (stdout += d));
-    child.stderr!.on('data', (d) => (stderr += d));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const versus = (args: string[]) =>
+  runVersus(args, { ...redisEnv(), VERSUS_KEY_PREFIX: h.prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' });
 
 beforeAll(async () => {
   h = await Harness.start();

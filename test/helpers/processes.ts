@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,29 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 /** The repository root (child processes run there so `--import tsx` resolves). */
 export const REPO_ROOT = path.resolve(here, '..', '..');
 const API_SCRIPT = path.join(here, 'api-process.ts');
+const CLI = path.join(REPO_ROOT, 'src', 'cli', 'main.ts');
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `versus …` (src/cli/main.ts through tsx) as a user would, with `env` layered over this
+ * process's environment and `input` (or nothing) on stdin; resolves when it exits.
+ */
+export function runVersus(args: string[], env: Record<string, string | undefined> = {}, input?: string): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env } });
+    child.stdin!.end(input);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
 
 const START_TIMEOUT_MS = 20_000;
 const STOP_TIMEOUT_MS = 15_000;

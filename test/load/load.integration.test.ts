@@ -6,7 +6,7 @@ import type { LoadReport, ProgressSnapshot } from '../../src/load/report.js';
 import { LoadRunError, runLoad } from '../../src/load/runner.js';
 import { generateKeyPair } from '../../src/shared/ed25519.js';
 import { Harness, type TestApp } from '../helpers/harness.js';
-import { REPO_ROOT } from '../helpers/processes.js';
+import { REPO_ROOT, runVersus } from '../helpers/processes.js';
 
 let harness: Harness;
 
@@ -123,17 +123,7 @@ describe('versus load against a real API', () => {
   it('runs through the CLI and prints one JSON report', async () => {
     const app = await harness.registerApp();
     const args = ['load', '--url', harness.url, '--origin', app.origin, '--duration', '1s', '--concurrency', '2', '--players', '10', '--queues', '1', '--json'];
-    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = execFile(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'src', 'cli', 'main.ts'), ...args], {
-        cwd: REPO_ROOT,
-        env: { ...process.env, SERVICE_APP_KEY: app.secretKey, SERVICE_API_URL: '', VERSUS_APP_ORIGIN: '' },
-      });
-      let out = '';
-      let err = '';
-      child.stdout!.on('data', (d) => (out += d));
-      child.stderr!.on('data', (d) => (err += d));
-      child.on('close', (exit) => resolve({ code: exit, stdout: out, stderr: err }));
-    });
+    const { code, stdout, stderr } = await runVersus(args, { SERVICE_APP_KEY: app.secretKey, SERVICE_API_URL: '', VERSUS_APP_ORIGIN: '' });
     expect(code, stderr).toBe(0);
     expect(stderr).toBe(''); // no progress line with --json
     expect(stdout.trim().split('\n')).toHaveLength(1);

@@ -1,11 +1,8 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT } from '../helpers/processes.js';
+import { runVersus } from '../helpers/processes.js';
 import { PushWorld } from './support/env.js';
 
 /** The operator commands of notifications, run as an operator would, and their effect on the API. */
-const CLI = join(REPO_ROOT, 'src', 'cli', 'main.ts');
 let world: PushWorld;
 
 beforeAll(async () => {
@@ -15,17 +12,7 @@ afterAll(async () => {
   await world?.stop();
 });
 
-function versus(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = execFile(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...world.env } });
-    child.stdin!.end();
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (d) => (stdout += d));
-    child.stderr!.on('data', (d) => (stderr += d));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const versus = (args: string[]) => runVersus(args, world.env);
 
 /** Drops the API's 2-second cached copy of an app record, as if the cache time had passed. */
 async function apiSeesChanges(origin: string): Promise<void> {
