@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { masters } from '../../src/redis/connection.js';
 import { scanKeys } from '../helpers/harness.js';
-import { decryptMessage, type BrowserSubscription } from '../push/support/push-service.js';
-import { PushWorld, waitFor } from '../push/support/env.js';
+import type { BrowserSubscription } from '../push/support/push-service.js';
+import { PushWorld } from '../push/support/env.js';
 
 /**
  * Notifications on the `cluster` project's Redis Cluster: the API enqueues into BullMQ, a worker
@@ -22,16 +22,8 @@ afterAll(async () => {
   await world?.stop();
 });
 
-function readAll(subscription: BrowserSubscription): Array<Record<string, unknown>> {
-  return world.service.messagesFor(subscription.token).map((m) => JSON.parse(decryptMessage(m.body, subscription)));
-}
-
-async function delivered(subscription: BrowserSubscription, count: number): Promise<Array<Record<string, unknown>>> {
-  return waitFor(`${count} message(s) for ${subscription.token}`, () => {
-    const messages = readAll(subscription);
-    return messages.length >= count ? messages : false;
-  });
-}
+const readAll = (subscription: BrowserSubscription) => world.readAll(subscription);
+const delivered = (subscription: BrowserSubscription, count: number) => world.delivered(subscription, count);
 
 describe('notifications through a Redis Cluster', () => {
   it('a one-user notification and a broadcast are delivered, subscriptions move and go; the queue lives in one slot', async () => {

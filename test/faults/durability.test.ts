@@ -9,14 +9,13 @@
  * With `appendfsync everysec` (Redis's default, and docker-compose.yml's) this test would not
  * hold: see the README, "Reliability".
  */
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TicketInput } from '../../src/shared/matchmaking-types.js';
 import { testPrefix } from '../helpers/harness.js';
 import { checkInvariants, formatViolations, type Observation } from '../helpers/invariants.js';
-import { spawnApi, type SpawnedApi } from '../helpers/processes.js';
-import { directClient, RedisServer } from '../helpers/redis-server.js';
-import { answered, listAll, operate, registerApp, send, waitUntil, type RegisteredApp, type Reply } from './support.js';
+import type { SpawnedApi } from '../helpers/processes.js';
+import type { RedisServer } from '../helpers/redis-server.js';
+import { answered, apiOnOwnRedis, listAll, operate, send, waitUntil, type RegisteredApp, type Reply } from './support.js';
 
 const WORKERS = 16;
 /** Acknowledged admissions before the kill. */
@@ -25,21 +24,14 @@ const BEFORE_KILL = 300;
 describe('Redis killed with SIGKILL and restarted on its AOF (appendfsync always)', () => {
   const prefix = testPrefix();
   let server: RedisServer | undefined;
-  let admin: Redis | undefined;
   let api: SpawnedApi | undefined;
   let app: RegisteredApp;
 
   beforeAll(async () => {
-    server = await RedisServer.start(['--appendonly', 'yes', '--appendfsync', 'always']);
-    admin = directClient(server.url);
-    await admin.connect();
-    app = await registerApp(admin, prefix, 'Durable');
-    admin.disconnect();
-    api = await spawnApi({ REDIS_URL: server.url, VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' });
+    ({ server, app, api } = await apiOnOwnRedis(prefix, 'Durable', ['--appendonly', 'yes', '--appendfsync', 'always']));
   }, 60_000);
 
   afterAll(async () => {
-    admin?.disconnect();
     await api?.stop();
     await server?.remove();
   }, 30_000);

@@ -9,10 +9,10 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadScript } from '../../src/redis/scripts.js';
 import { checkInvariants, formatViolations, type Observation } from '../helpers/invariants.js';
-import { spawnApi, type SpawnedApi } from '../helpers/processes.js';
+import type { SpawnedApi } from '../helpers/processes.js';
 import { directClient, RedisServer } from '../helpers/redis-server.js';
 import { testPrefix } from '../helpers/harness.js';
-import { answered, listAll, operate, registerApp, send, waitUntil, type RegisteredApp, type Reply } from './support.js';
+import { answered, apiOnOwnRedis, listAll, operate, send, waitUntil, type RegisteredApp, type Reply } from './support.js';
 
 const MATCHMAKING_SCRIPTS = ['createTicket', 'cancelTicket', 'listTickets'] as const;
 /**
@@ -43,11 +43,9 @@ describe('Redis stopped and started again under a running API', () => {
 
   beforeAll(async () => {
     // AOF on: SIGTERM writes it out, so the app record and tickets come back with the server.
-    server = await RedisServer.start(['--appendonly', 'yes']);
-    admin = directClient(server.url);
+    ({ server, app, api } = await apiOnOwnRedis(prefix, 'Restart', ['--appendonly', 'yes']));
+    admin = directClient(server!.url);
     await admin.connect();
-    app = await registerApp(admin, prefix, 'Restart');
-    api = await spawnApi({ REDIS_URL: server.url, VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' });
   }, 60_000);
 
   afterAll(async () => {
@@ -128,12 +126,7 @@ describe('Redis frozen (SIGSTOP) under a running API', () => {
   let app: RegisteredApp;
 
   beforeAll(async () => {
-    server = await RedisServer.start();
-    const admin = directClient(server.url);
-    await admin.connect();
-    app = await registerApp(admin, prefix, 'Frozen');
-    admin.disconnect();
-    api = await spawnApi({ REDIS_URL: server.url, VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' });
+    ({ server, app, api } = await apiOnOwnRedis(prefix, 'Frozen'));
   }, 60_000);
 
   afterAll(async () => {

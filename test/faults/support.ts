@@ -9,6 +9,8 @@ import { AppRegistry } from '../../src/apps/registry.js';
 import { appIdOf, Keys } from '../../src/redis/keys.js';
 import { generateKeyPair } from '../../src/shared/ed25519.js';
 import { signToken, verifiedAppRecord } from '../helpers/harness.js';
+import { spawnApi, type SpawnedApi } from '../helpers/processes.js';
+import { directClient, RedisServer } from '../helpers/redis-server.js';
 
 /** What a client got: an HTTP answer, or no answer at all (connection refused or reset, or no reply before the guard). */
 export type Reply = { status: number; body: unknown; text: string } | { failure: string };
@@ -80,6 +82,30 @@ export async function registerApp(redis: Redis, prefix: string, name: string): P
 }
 
 /** Polls `check` every 100 ms until it is true; throws after `ms` with `what` in the message. */
+/**
+ * The setting of most fault tests: a redis-server of the test's own (started with
+ * `redisArgs`), an app registered in it, and one API process on it with the test clock.
+ * Whatever fails half way is stopped before the error is thrown.
+ */
+export async function apiOnOwnRedis(prefix: string, appName: string, redisArgs: string[] = []): Promise<{ server: RedisServer; app: RegisteredApp; api: SpawnedApi }> {
+  const server = await RedisServer.start(redisArgs);
+  try {
+    const admin = directClient(server.url);
+    let app: RegisteredApp;
+    try {
+      await admin.connect();
+      app = await registerApp(admin, prefix, appName);
+    } finally {
+      admin.disconnect();
+    }
+    const api = await spawnApi({ REDIS_URL: server.url, VERSUS_KEY_PREFIX: prefix, VERSUS_TEST_CLOCK: '1', LOG_LEVEL: 'silent' });
+    return { server, app, api };
+  } catch (error) {
+    await server.remove();
+    throw error;
+  }
+}
+
 export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {

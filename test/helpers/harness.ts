@@ -100,6 +100,20 @@ export function verifiedAppRecord(appKey: string, options: Partial<AppRecord> = 
   };
 }
 
+/** Stores a verified app record for a new key pair, as `versus apps register` would, and returns the app. */
+export async function registerTestApp(registry: AppRegistry, options: Partial<AppRecord> = {}): Promise<TestApp> {
+  const keys = generateKeyPair();
+  const record = verifiedAppRecord(keys.publicKey, options);
+  await registry.put(record);
+  return {
+    origin: record.origin,
+    appId: record.appId,
+    secretKey: keys.secretKey,
+    publicKey: keys.publicKey,
+    token: () => signToken(keys.secretKey, record.origin),
+  };
+}
+
 /** A running API with its own prefix, a test clock, and helpers to register apps. */
 export class Harness {
   readonly keys: Keys;
@@ -128,17 +142,8 @@ export class Harness {
   }
 
   /** Stores a verified app record directly (manifest verification is tested on its own). */
-  async registerApp(options: Partial<AppRecord> = {}): Promise<TestApp> {
-    const keys = generateKeyPair();
-    const record = verifiedAppRecord(keys.publicKey, options);
-    await this.registry.put(record);
-    return {
-      origin: record.origin,
-      appId: record.appId,
-      secretKey: keys.secretKey,
-      publicKey: keys.publicKey,
-      token: () => signToken(keys.secretKey, record.origin),
-    };
+  registerApp(options: Partial<AppRecord> = {}): Promise<TestApp> {
+    return registerTestApp(this.registry, options);
   }
 
   /** Freezes an app's clock at `ms` (the scripts read it while VERSUS_TEST_CLOCK=1). */

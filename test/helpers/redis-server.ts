@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { redisAnswers } from '../../src/redis/connection.js';
 
 /**
  * A `redis-server` process of a test's own, on a free loopback port, for fault tests: stop it,
@@ -48,18 +49,6 @@ export function directClient(url: string): Redis {
   const client = new Redis(url, { connectTimeout: 1000, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null, lazyConnect: true });
   client.on('error', () => {});
   return client;
-}
-
-async function answers(url: string): Promise<boolean> {
-  const probe = directClient(url);
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
 }
 
 export class RedisServer {
@@ -162,7 +151,7 @@ export class RedisServer {
       const failed = await Promise.race([spawnError, sleep(50).then(() => null)]);
       if (failed) throw new Error(`redis-server could not be spawned: ${failed.message}`);
       if (exited(child)) throw new Error(`redis-server exited at start (port ${this.port}):\n${this.log.split('\n').slice(-5).join('\n')}`);
-      if (await answers(this.url)) return;
+      if (await redisAnswers(this.url)) return;
     }
     child.kill('SIGKILL');
     throw new Error(`redis-server on port ${this.port} did not answer PING within ${START_TIMEOUT_MS / 1000} s`);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signLegacyPushToken } from '../../src/client/push.js';
 import { shortHash } from '../../src/push/store.js';
 import type { TestApp } from '../helpers/harness.js';
-import { decryptMessage, verifyVapid, type BrowserSubscription } from './support/push-service.js';
+import { verifyVapid, type BrowserSubscription } from './support/push-service.js';
 import { PushWorld, VAPID_SUBJECT, waitFor } from './support/env.js';
 
 /**
@@ -22,16 +22,8 @@ afterAll(async () => {
   await world?.stop();
 });
 
-function readAll(subscription: BrowserSubscription): Array<Record<string, unknown>> {
-  return world.service.messagesFor(subscription.token).map((m) => JSON.parse(decryptMessage(m.body, subscription)));
-}
-
-async function delivered(subscription: BrowserSubscription, count: number): Promise<Array<Record<string, unknown>>> {
-  return waitFor(`${count} message(s) for ${subscription.token}`, () => {
-    const messages = readAll(subscription);
-    return messages.length >= count ? messages : false;
-  });
-}
+const readAll = (subscription: BrowserSubscription) => world.readAll(subscription);
+const delivered = (subscription: BrowserSubscription, count: number) => world.delivered(subscription, count);
 
 describe('delivery through the worker', () => {
   it('JSON mode: the encrypted payload carries "<app name>: <title>", body, URL and id; VAPID signs for the push service', async () => {

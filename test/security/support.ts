@@ -8,8 +8,7 @@ import { AppRegistry, type AppRecord } from '../../src/apps/registry.js';
 import type { Config } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/http/server.js';
 import { Keys } from '../../src/redis/keys.js';
-import { generateKeyPair } from '../../src/shared/ed25519.js';
-import { deleteKeys, signToken, testConfig, testPrefix, verifiedAppRecord, type TestApp } from '../helpers/harness.js';
+import { deleteKeys, registerTestApp, testConfig, testPrefix, type TestApp } from '../helpers/harness.js';
 import { Wallet } from '../push/support/wallet.js';
 
 /** The host a subscription endpoint may name (PUSH_ENDPOINT_HOSTS); nothing is ever sent to it here. */
@@ -79,17 +78,8 @@ export class LoggedServer {
   }
 
   /** Stores a verified app record, as `apps register` would. */
-  async registerApp(options: Partial<AppRecord> = {}): Promise<TestApp> {
-    const keys = generateKeyPair();
-    const record = verifiedAppRecord(keys.publicKey, options);
-    await this.registry.put(record);
-    return {
-      origin: record.origin,
-      appId: record.appId,
-      secretKey: keys.secretKey,
-      publicKey: keys.publicKey,
-      token: () => signToken(keys.secretKey, record.origin),
-    };
+  registerApp(options: Partial<AppRecord> = {}): Promise<TestApp> {
+    return registerTestApp(this.registry, options);
   }
 
   async post(path: string, body: string | Uint8Array, headers: Record<string, string> = {}): Promise<Reply> {

@@ -5,7 +5,7 @@ import { PUSH_QUEUE } from '../../../src/push/types.js';
 import type { RedisClient } from '../../../src/redis/connection.js';
 import { Harness, type TestApp } from '../../helpers/harness.js';
 import { redisEnv } from '../../setup/redis-url.js';
-import { PushService, type BrowserSubscription } from './push-service.js';
+import { decryptMessage, PushService, type BrowserSubscription } from './push-service.js';
 import { spawnWorker, type SpawnedWorker } from './processes.js';
 import { Wallet } from './wallet.js';
 
@@ -128,6 +128,19 @@ export class PushWorld {
       const state = await this.queue.getJobState(jobId);
       return state === 'completed' || state === 'failed' ? state : false;
     }, ms);
+  }
+
+  /** Every message the loopback push service received for `subscription`, decrypted and parsed. */
+  readAll(subscription: BrowserSubscription): Array<Record<string, unknown>> {
+    return this.service.messagesFor(subscription.token).map((m) => JSON.parse(decryptMessage(m.body, subscription)));
+  }
+
+  /** Waits until `subscription` has received at least `count` messages; returns them all. */
+  async delivered(subscription: BrowserSubscription, count: number): Promise<Array<Record<string, unknown>>> {
+    return waitFor(`${count} message(s) for ${subscription.token}`, () => {
+      const messages = this.readAll(subscription);
+      return messages.length >= count ? messages : false;
+    });
   }
 
   private async post(path: string, body: string, headers: Record<string, string>): Promise<Reply> {
