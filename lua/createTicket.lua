@@ -68,7 +68,7 @@ if expiresAt ~= '' and tonumber(expiresAt) <= now then
   table.insert(fields, 'ca'); table.insert(fields, int(now))
   redis.call('HSET', tkey, unpack(fields))
   countEvent(scope, 'ax', 1)
-  return { 'ok', admissionReply(scope, id, fields, nil, policyJson) }
+  return { 'ok', admissionReply(id, fields, {}, policyJson) }
 end
 
 retireExpired(scope, queue, now)
@@ -81,12 +81,27 @@ end
 local rated = rating ~= ''
 -- The new ticket is in no queue index yet, so the search cannot find it; its hash is written
 -- once, afterwards, in its final state.
-local partner, partnerPlayer = findPartner(scope, queue, player, rated and tonumber(rating) or nil, now, policy)
+local partner, partnerPlayer, partnerNextSeq = findPartner(scope, queue, player, rated and tonumber(rating) or nil, now, policy)
 
+local partnerFields = {}
 if partner then
   local matchId = 'm' .. seq
-  leaveQueue(scope, partner, queue, partnerPlayer, rated, true)
-  redis.call('HSET', ticketKey(scope, partner), 's', 'm', 'mi', matchId, 'o', id, 'ma', int(now))
+  local pkey = ticketKey(scope, partner)
+  -- Read once: it tells whether the partner has a cutoff, and becomes the reply's partner half.
+  partnerFields = redis.call('HGETALL', pkey)
+  local hasCutoff = false
+  for i = 1, #partnerFields, 2 do
+    if partnerFields[i] == 's' then partnerFields[i + 1] = 'm'
+    elseif partnerFields[i] == 'x' then hasCutoff = true end
+  end
+  if rated then
+    leaveQueue(scope, partner, queue, nil, true, hasCutoff)
+  else
+    leaveQueueAsHead(scope, partner, queue, partnerPlayer, partnerNextSeq, hasCutoff)
+  end
+  local matched = { 'mi', matchId, 'o', id, 'ma', int(now) }
+  redis.call('HSET', pkey, 's', 'm', unpack(matched))
+  for _, v in ipairs(matched) do table.insert(partnerFields, v) end
   fields[2] = 'm'
   for _, v in ipairs({ 'mi', matchId, 'o', partner, 'ma', int(now), 'j', '1' }) do table.insert(fields, v) end
   redis.call('HSET', tkey, unpack(fields))
@@ -95,4 +110,4 @@ else
   redis.call('HSET', tkey, unpack(fields))
   joinQueue(scope, id, queue, player, rating, seq, expiresAt)
 end
-return { 'ok', admissionReply(scope, id, fields, partner, policyJson) }
+return { 'ok', admissionReply(id, fields, partnerFields, policyJson) }

@@ -9,11 +9,16 @@
 
 -- Unrated: the oldest waiting ticket of another player, from the player-head index. At most
 -- two heads are read: the oldest, and the next when the oldest is the joining player's own.
--- Returns the ticket and its player, whose head it is.
+-- Returns the ticket, its player (whose head it is) and the sequence of that player's next
+-- waiting ticket in the queue (false when none), so taking the partner out of the queue needs
+-- no further read (ticket.lua leaveQueueAsHead).
 local function findUnratedPartner(scope, queue, player)
   local heads = redis.call('ZRANGE', headsKey(scope, queue), 0, 1)
   for i = 1, #heads do
-    if heads[i] ~= player then return redis.call('ZRANGE', ownKey(scope, queue, heads[i]), 0, 0)[1], heads[i] end
+    if heads[i] ~= player then
+      local oldest = redis.call('ZRANGE', ownKey(scope, queue, heads[i]), 0, 1, 'WITHSCORES')
+      return oldest[1], heads[i], oldest[4] or false
+    end
   end
   return nil
 end
@@ -91,8 +96,8 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   end
 end
 
--- Returns the partner's ID, or nil; for an unrated partner also its player (a rated queue's
--- indexes do not need it).
+-- Returns the partner's ID, or nil; for an unrated partner also its player and the sequence of
+-- that player's next waiting ticket (a rated queue's indexes need neither).
 local function findPartner(scope, queue, player, rating, now, policy)
   if rating == nil then return findUnratedPartner(scope, queue, player) end
   return findRatedPartner(scope, queue, player, rating, now, policy)

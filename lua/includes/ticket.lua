@@ -25,33 +25,44 @@ local function joinQueue(scope, id, queue, player, rating, seq, expiresAt)
   if expiresAt ~= '' then redis.call('ZADD', expiryKey(scope, queue), expiresAt, id) end
 end
 
--- Takes a waiting ticket out of its queue's indexes (on match, cancel or expiry): O(log n).
--- `isHead`: the caller knows the (unrated) ticket is its player's oldest, which saves a read.
-local function leaveQueue(scope, id, queue, player, rated, isHead)
+-- The player-head index after `player`'s oldest waiting unrated ticket left: the next one's
+-- sequence (`nextSeq`, false when none) becomes the head.
+local function moveHead(scope, queue, player, nextSeq)
+  if nextSeq then
+    redis.call('ZADD', headsKey(scope, queue), nextSeq, player)
+  else
+    redis.call('ZREM', headsKey(scope, queue), player)
+  end
+end
+
+-- Takes a waiting ticket out of its queue's indexes (on cancel or expiry): O(log n).
+-- `hasCutoff`: whether the ticket has an expiresAt (only then is it in the cutoff index).
+local function leaveQueue(scope, id, queue, player, rated, hasCutoff)
   if rated then
     redis.call('ZREM', waitingKey(scope, queue), id)
     redis.call('ZREM', ratingKey(scope, queue), id)
   else
     local own = ownKey(scope, queue, player)
-    local head = isHead and id or redis.call('ZRANGE', own, 0, 0)[1]
+    local oldest = redis.call('ZRANGE', own, 0, 1, 'WITHSCORES')
     redis.call('ZREM', own, id)
-    if head == id then
-      local nextHead = redis.call('ZRANGE', own, 0, 0, 'WITHSCORES')
-      if #nextHead == 0 then
-        redis.call('ZREM', headsKey(scope, queue), player)
-      else
-        redis.call('ZADD', headsKey(scope, queue), nextHead[2], player)
-      end
-    end
+    if oldest[1] == id then moveHead(scope, queue, player, oldest[4] or false) end
   end
-  redis.call('ZREM', expiryKey(scope, queue), id)
+  if hasCutoff then redis.call('ZREM', expiryKey(scope, queue), id) end
+end
+
+-- The same for an unrated ticket the caller found as its player's head, knowing the sequence
+-- of that player's next ticket (pairing.lua findUnratedPartner): no read needed.
+local function leaveQueueAsHead(scope, id, queue, player, nextSeq, hasCutoff)
+  redis.call('ZREM', ownKey(scope, queue, player), id)
+  moveHead(scope, queue, player, nextSeq)
+  if hasCutoff then redis.call('ZREM', expiryKey(scope, queue), id) end
 end
 
 local function cancelWaiting(scope, id, reason, now)
   local tkey = ticketKey(scope, id)
-  local f = redis.call('HMGET', tkey, 'q', 'p', 'r')
+  local f = redis.call('HMGET', tkey, 'q', 'p', 'r', 'x')
   redis.call('HSET', tkey, 's', 'c', 'rs', reason, 'ca', int(now))
-  leaveQueue(scope, id, f[1], f[2], f[3] ~= false)
+  leaveQueue(scope, id, f[1], f[2], f[3] ~= false, f[4] ~= false)
 end
 
 -- Adds n to one of the app's event counters (keys.lua statsKey names the fields).
@@ -82,11 +93,10 @@ local function retireExpired(scope, queue, now)
 end
 
 -- Reply for one ticket: { id, its fields, the other ticket's fields (matched), queue policy }
--- (src/matchmaking/render.ts). A new admission builds its own from what it just wrote.
-local function admissionReply(scope, id, fields, partner, policyJson)
-  local other = {}
-  if partner then other = redis.call('HGETALL', ticketKey(scope, partner)) end
-  return { id, fields, other, policyJson }
+-- (src/matchmaking/render.ts). A new admission builds its own from what it just wrote, and
+-- passes the partner's fields as it wrote them ({} when it waits).
+local function admissionReply(id, fields, partnerFields, policyJson)
+  return { id, fields, partnerFields, policyJson }
 end
 
 local function ticketReply(scope, id)
