@@ -318,13 +318,20 @@ describe('cutoffs', () => {
     expect((await cancel(a.id)).body.cancelledAt).toBe(T0 + 5000);
   });
 
-  it('a matched ticket never expires', async () => {
-    const a = ticket({ expiresAt: T0 + 1000 });
-    await create(a);
-    await create(ticket());
-    await h.setClock(app, T0 + 50_000);
-    expect((await create(a)).body.state).toBe('matched');
-    expect((await cancel(a.id)).body.state).toBe('matched');
+  it('a matched ticket never expires, also when a later admission to its queue retires what is due', async () => {
+    for (const queue of [{ key: 'duel', size: 2 as const }, ratedQueue('ranked', { initial: 10, widenPerSecond: 1 })]) {
+      const rating = 'rating' in queue ? { rating: 100 } : {};
+      const a = ticket({ queue, expiresAt: T0 + 1000, ...rating });
+      await create(a);
+      await create(ticket({ queue, ...rating }));
+      await h.setClock(app, T0 + 50_000);
+      // Past a's cutoff: this admission retires the queue's due tickets; a is not one of them.
+      const later = await create(ticket({ queue, ...rating }));
+      expect(later.body.state, JSON.stringify(later.body)).toBe('waiting');
+      expect((await create(a)).body.state).toBe('matched');
+      expect((await cancel(a.id)).body.state).toBe('matched');
+      await h.setClock(app, T0);
+    }
   });
 
   it('an expired ticket is passed over for pairing in favour of a younger live one', async () => {
