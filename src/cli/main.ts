@@ -63,17 +63,22 @@ function originArg(value: string | undefined, allowLoopbackHttp = false): string
   return origin;
 }
 
-async function withRegistry<T>(config: Config, action: (registry: AppRegistry) => Promise<T>): Promise<T> {
+/** Runs `action` on a fresh connection to the configured Redis (or cluster), closed afterwards. */
+async function withRedis<T>(config: Config, action: (redis: RedisClient, keys: Keys) => Promise<T>): Promise<T> {
   const redis: RedisClient = createRedis(config, { name: 'versus-cli' });
   redis.on('error', () => {});
   try {
     await waitForReady(redis, 5000).catch(() => {
       throw new CliError(`no Redis answers at ${config.redisClusterNodes ? 'REDIS_CLUSTER_NODES' : config.redisUrl}`);
     });
-    return await action(new AppRegistry(redis, new Keys(config.keyPrefix), 0));
+    return await action(redis, new Keys(config.keyPrefix));
   } finally {
     redis.disconnect();
   }
+}
+
+function withRegistry<T>(config: Config, action: (registry: AppRegistry) => Promise<T>): Promise<T> {
+  return withRedis(config, (redis, keys) => action(new AppRegistry(redis, keys, 0)));
 }
 
 /** SERVICE_APP_KEY, checked: the app's own secret key (see env.ts). */
@@ -265,8 +270,10 @@ async function appsCommand(sub: string | undefined, args: string[]): Promise<voi
       const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
       if (positionals.length > 1) throw new CliError('usage: versus apps stats O [--json]');
       const origin = originArg(positionals[0], true);
-      const { statsReport } = await import('../matchmaking/stats.js');
-      process.stdout.write(await statsReport(config, origin, { json: values.json }));
+      const { appStats, formatAppStats } = await import('../matchmaking/stats.js');
+      const stats = await withRedis(config, (redis, keys) => appStats(redis, keys, origin, { testClock: config.testClock }));
+      if (!stats) throw new CliError(`no app ${origin}`);
+      process.stdout.write(values.json ? `${JSON.stringify(stats, null, 2)}\n` : formatAppStats(stats));
       return;
     }
     default:

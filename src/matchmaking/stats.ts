@@ -1,6 +1,5 @@
 import { Cluster } from 'ioredis';
-import type { Config } from '../config.js';
-import { createRedis, masters, waitForReady, type RedisClient } from '../redis/connection.js';
+import { masters, waitForReady, type RedisClient } from '../redis/connection.js';
 import { appIdOf, Keys } from '../redis/keys.js';
 
 /**
@@ -278,20 +277,4 @@ export function formatAppStats(stats: AppStats): string {
   }
   lines.push(`memory      ${bytesText(stats.memory.bytes)} in ${stats.memory.keys} keys (MEMORY USAGE, sampled: an estimate)`);
   return `${lines.join('\n')}\n`;
-}
-
-/** `versus apps stats`: the report as text (or JSON), from its own connection; an unknown origin is an error. */
-export async function statsReport(config: Config, origin: string, options: { json: boolean }): Promise<string> {
-  const redis = createRedis(config, { name: 'versus-cli' });
-  redis.on('error', () => {});
-  try {
-    await waitForReady(redis, 5000).catch(() => {
-      throw new Error(`no Redis answers at ${config.redisClusterNodes ? 'REDIS_CLUSTER_NODES' : config.redisUrl}`);
-    });
-    const stats = await appStats(redis, new Keys(config.keyPrefix), origin, { testClock: config.testClock });
-    if (!stats) throw new Error(`no app ${origin}`);
-    return options.json ? `${JSON.stringify(stats, null, 2)}\n` : formatAppStats(stats);
-  } finally {
-    redis.disconnect();
-  }
 }
