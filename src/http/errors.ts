@@ -62,3 +62,12 @@ export function sendError(res: Response, error: ApiError): void {
   if (error instanceof RateLimited) res.set('Retry-After', String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
   res.status(error.status).type('application/json').send(`{"error":${JSON.stringify(error.code)}}`);
 }
+
+/** `promise`, or 503 `unavailable` ("<what> timed out") when it has not settled within `ms`. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new ApiError('unavailable', `${what} timed out`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

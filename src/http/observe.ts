@@ -2,7 +2,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { Counter, Histogram, register } from 'prom-client';
+import { Counter, Histogram } from 'prom-client';
+import { registeredOnce } from '../metrics/registry.js';
 import type { ErrorCode } from './errors.js';
 
 /**
@@ -67,11 +68,6 @@ interface RequestContext {
 const contexts = new WeakMap<Response, RequestContext>();
 const current = new AsyncLocalStorage<RequestContext>();
 
-/** The ID of the request being handled in this async context, if any. */
-export function currentRequestId(): string | undefined {
-  return current.getStore()?.id;
-}
-
 const withIds = new WeakSet<Logger>();
 
 /**
@@ -118,12 +114,8 @@ export function noteResult(res: Response, code: ErrorCode): void {
 const LABELS = ['route', 'operation', 'code'] as const;
 type Label = (typeof LABELS)[number];
 
-function singleton<T>(name: string, create: () => T): T {
-  return (register.getSingleMetric(name) as T | undefined) ?? create();
-}
-
 /** Requests answered, by route pattern, operation and result code (`ok` or the error code). */
-export const httpRequests = singleton(
+export const httpRequests = registeredOnce(
   'versus_http_requests_total',
   () =>
     new Counter<Label>({
@@ -134,7 +126,7 @@ export const httpRequests = singleton(
 );
 
 /** Time from the request's arrival at express to the end of its response, same labels. */
-export const httpRequestDuration = singleton(
+export const httpRequestDuration = registeredOnce(
   'versus_http_request_duration_seconds',
   () =>
     new Histogram<Label>({

@@ -3,8 +3,9 @@ import type { Queue } from 'bullmq';
 import type { Request, RequestHandler, Response } from 'express';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client';
 import type { Services } from '../http/app.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError, withTimeout } from '../http/errors.js';
 import { readAllCounters } from '../matchmaking/stats.js';
+import { registeredOnce } from './registry.js';
 import { isRedisUnavailableError, type RedisClient } from '../redis/connection.js';
 import { Keys } from '../redis/keys.js';
 
@@ -21,18 +22,9 @@ import { Keys } from '../redis/keys.js';
  *    max() (or scrape one replica), never sum().
  */
 
-/**
- * A metric of the default registry, created once: the registry outlives a re-evaluation of this
- * module (tests load modules afresh per file in one process), and a second registration of a
- * name would throw.
- */
-function once<T>(name: string, create: () => T): T {
-  return (register.getSingleMetric(name) as T | undefined) ?? create();
-}
-
 // ---- per process
 
-export const pushAccepted = once('versus_push_notifications_accepted_total', () =>
+export const pushAccepted = registeredOnce('versus_push_notifications_accepted_total', () =>
   new Counter({
     name: 'versus_push_notifications_accepted_total',
     help: 'Notifications this API process accepted and enqueued (202), by app origin and kind (user, broadcast).',
@@ -40,7 +32,7 @@ export const pushAccepted = once('versus_push_notifications_accepted_total', () 
   }),
 );
 
-export const pushDelivered = once('versus_push_messages_delivered_total', () =>
+export const pushDelivered = registeredOnce('versus_push_messages_delivered_total', () =>
   new Counter({
     name: 'versus_push_messages_delivered_total',
     help: 'Push messages a push service accepted (2xx), one per subscription, by app origin.',
@@ -48,7 +40,7 @@ export const pushDelivered = once('versus_push_messages_delivered_total', () =>
   }),
 );
 
-export const pushDropped = once('versus_push_messages_dropped_total', () =>
+export const pushDropped = registeredOnce('versus_push_messages_dropped_total', () =>
   new Counter({
     name: 'versus_push_messages_dropped_total',
     help: 'Push messages settled without delivery, by app origin and reason: gone (404/410, subscription deleted), refused (other 4xx), endpoint_not_allowed (host no longer in PUSH_ENDPOINT_HOSTS).',
@@ -56,7 +48,7 @@ export const pushDropped = once('versus_push_messages_dropped_total', () =>
   }),
 );
 
-export const pushFailed = once('versus_push_messages_failed_total', () =>
+export const pushFailed = registeredOnce('versus_push_messages_failed_total', () =>
   new Counter({
     name: 'versus_push_messages_failed_total',
     help: 'Push sends that failed for now (429, 5xx, network): the job is retried with backoff, by app origin.',
@@ -64,7 +56,7 @@ export const pushFailed = once('versus_push_messages_failed_total', () =>
   }),
 );
 
-export const pushJobsFailed = once('versus_push_jobs_failed_total', () =>
+export const pushJobsFailed = registeredOnce('versus_push_jobs_failed_total', () =>
   new Counter({
     name: 'versus_push_jobs_failed_total',
     help: 'Push jobs that failed an attempt, by kind (user, broadcast, chunk); final="true" when it was the last attempt (given up).',
@@ -72,7 +64,7 @@ export const pushJobsFailed = once('versus_push_jobs_failed_total', () =>
   }),
 );
 
-export const pushJobLatency = once('versus_push_job_latency_seconds', () =>
+export const pushJobLatency = registeredOnce('versus_push_job_latency_seconds', () =>
   new Histogram({
     name: 'versus_push_job_latency_seconds',
     help: 'Time from enqueueing a push job to its completion (queueing, retries and sending), by kind (user, broadcast, chunk).',
@@ -81,7 +73,7 @@ export const pushJobLatency = once('versus_push_job_latency_seconds', () =>
   }),
 );
 
-export const redisErrors = once('versus_redis_command_errors_total', () =>
+export const redisErrors = registeredOnce('versus_redis_command_errors_total', () =>
   new Counter({
     name: 'versus_redis_command_errors_total',
     help: 'Redis commands of this process that failed, by connection (main, push-queue, push-worker) and kind: unavailable (down, timed out, cluster not ready), noscript (answered by sending the script), reply (an error reply).',
@@ -91,7 +83,7 @@ export const redisErrors = once('versus_redis_command_errors_total', () =>
 
 // ---- cluster-wide, read from Redis at scrape time
 
-const admissions = once('versus_matchmaking_admissions_total', () =>
+const admissions = registeredOnce('versus_matchmaking_admissions_total', () =>
   new Counter({
     name: 'versus_matchmaking_admissions_total',
     help: 'createTicket calls that admitted a new ticket ID, by app origin. Cluster-wide (read from Redis): use max() across replicas.',
@@ -99,7 +91,7 @@ const admissions = once('versus_matchmaking_admissions_total', () =>
   }),
 );
 
-const matches = once('versus_matchmaking_matches_total', () =>
+const matches = registeredOnce('versus_matchmaking_matches_total', () =>
   new Counter({
     name: 'versus_matchmaking_matches_total',
     help: 'Pairs made (two tickets each), by app origin. Cluster-wide: use max() across replicas.',
@@ -107,7 +99,7 @@ const matches = once('versus_matchmaking_matches_total', () =>
   }),
 );
 
-const cancellations = once('versus_matchmaking_cancellations_total', () =>
+const cancellations = registeredOnce('versus_matchmaking_cancellations_total', () =>
   new Counter({
     name: 'versus_matchmaking_cancellations_total',
     help: 'Waiting tickets cancelled at a client request, by app origin. Cluster-wide: use max() across replicas.',
@@ -115,7 +107,7 @@ const cancellations = once('versus_matchmaking_cancellations_total', () =>
   }),
 );
 
-const expirations = once('versus_matchmaking_expirations_total', () =>
+const expirations = registeredOnce('versus_matchmaking_expirations_total', () =>
   new Counter({
     name: 'versus_matchmaking_expirations_total',
     help: 'Tickets that expired (retired past their cutoff, or admitted past it), by app origin. Cluster-wide: use max() across replicas.',
@@ -123,7 +115,7 @@ const expirations = once('versus_matchmaking_expirations_total', () =>
   }),
 );
 
-const tombstones = once('versus_matchmaking_tombstones_total', () =>
+const tombstones = registeredOnce('versus_matchmaking_tombstones_total', () =>
   new Counter({
     name: 'versus_matchmaking_tombstones_total',
     help: 'Tombstones recorded (cancelTicket of an unknown ID), by app origin. Cluster-wide: use max() across replicas.',
@@ -131,7 +123,7 @@ const tombstones = once('versus_matchmaking_tombstones_total', () =>
   }),
 );
 
-const waiting = once('versus_matchmaking_waiting_tickets', () =>
+const waiting = registeredOnce('versus_matchmaking_waiting_tickets', () =>
   new Gauge({
     name: 'versus_matchmaking_waiting_tickets',
     help: 'Tickets waiting in queues, by app origin (includes tickets past their cutoff that no operation reached yet). Cluster-wide: use max() across replicas.',
@@ -139,7 +131,7 @@ const waiting = once('versus_matchmaking_waiting_tickets', () =>
   }),
 );
 
-const queueJobs = once('versus_push_queue_jobs', () =>
+const queueJobs = registeredOnce('versus_push_queue_jobs', () =>
   new Gauge({
     name: 'versus_push_queue_jobs',
     help: 'Push jobs in the BullMQ queue by state (waiting, prioritized: broadcast chunks, active, delayed: retries in backoff). Cluster-wide: use max() across replicas.',
@@ -147,7 +139,7 @@ const queueJobs = once('versus_push_queue_jobs', () =>
   }),
 );
 
-const statsUp = once('versus_stats_up', () =>
+const statsUp = registeredOnce('versus_stats_up', () =>
   new Gauge({
     name: 'versus_stats_up',
     help: '1 when this scrape read the cluster-wide metrics from Redis; 0 when it could not (they are then absent from the scrape).',
@@ -159,23 +151,13 @@ const QUEUE_STATES = ['waiting', 'prioritized', 'active', 'delayed'] as const;
 /** A scrape waits at most this long for Redis. */
 const SCRAPE_TIMEOUT_MS = 2000;
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
 const CLUSTER_WIDE = [admissions, matches, cancellations, expirations, tombstones, waiting, queueJobs];
 
 /** Reads the cluster-wide values into their metrics; on failure they are left empty and versus_stats_up is 0. */
 async function refreshClusterWide(redis: RedisClient, keys: Keys, queue: Queue | null): Promise<void> {
   for (const metric of CLUSTER_WIDE) metric.reset();
   try {
-    const [perApp, jobs] = await withTimeout(Promise.all([readAllCounters(redis, keys), queue ? queue.getJobCounts(...QUEUE_STATES) : null]), SCRAPE_TIMEOUT_MS);
+    const [perApp, jobs] = await withTimeout(Promise.all([readAllCounters(redis, keys), queue ? queue.getJobCounts(...QUEUE_STATES) : null]), SCRAPE_TIMEOUT_MS, 'metrics scrape');
     for (const [app, { events, tickets }] of perApp) {
       admissions.inc({ app }, events.admissions);
       matches.inc({ app }, events.matches);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Queue, type JobsOptions } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError, withTimeout } from '../http/errors.js';
 import { createRedis, type RedisClient } from '../redis/connection.js';
 import type { Keys } from '../redis/keys.js';
 import { instrumentRedis, pushAccepted } from '../metrics/metrics.js';
@@ -34,14 +34,6 @@ export function createPushQueue(connection: RedisClient, keys: Keys, logger: Log
   const queue = new Queue<PushJob>(PUSH_QUEUE, { connection, prefix: keys.bullPrefix(), defaultJobOptions: JOB_OPTIONS });
   queue.on('error', (error: Error) => logger.debug({ err: error.message }, 'push queue connection error'));
   return queue;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new ApiError('unavailable', `${what} timed out`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
