@@ -5,7 +5,7 @@ import { legacyTokenSchema } from '../push/legacy.js';
 import { idempotencyKeySchema, notifyAudienceSchema, notifyUserSchema } from '../push/validation.js';
 import { LIMITS } from '../shared/matchmaking-types.js';
 import { type ErrorCode, statusOf } from './errors.js';
-import { MATCHMAKING_OPERATIONS, REQUEST_ID_HEADER, ROUTE_OPERATIONS } from './observe.js';
+import { MATCHMAKING_OPERATIONS, REQUEST_ID_HEADER, ROUTE_OPERATIONS, SAFE_REQUEST_ID } from './observe.js';
 
 /**
  * The OpenAPI 3.1 document of every public endpoint, served at GET /openapi.json. Request
@@ -291,7 +291,7 @@ function buildDocument(): Record<string, unknown> {
       headers: {
         RequestId: {
           description: 'The request ID: the caller\'s X-Request-Id when it is 1 to 128 of A-Za-z0-9._:-, else a new UUID. Every log line of the request carries it.',
-          schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+          schema: { type: 'string', pattern: SAFE_REQUEST_ID.source },
         },
       },
       securitySchemes: {

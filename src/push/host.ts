@@ -7,6 +7,9 @@ import type { PushStore } from './store.js';
 import { HOST_AUD, HOST_SIGNED_AT_SKEW_MS } from './types.js';
 import { isPlainObject, isWalletAddress, subscriptionSchema, walletAddressSchema } from './validation.js';
 
+/** A host request's nonce (checked again as a schema pattern). */
+const NONCE = /^[A-Za-z0-9_-]{16,64}$/;
+
 /** The members every wallet-signed host request carries. */
 const COMMON = ['wallet', 'signedAt', 'nonce', 'aud'];
 
@@ -47,7 +50,7 @@ export async function readHostRequest<T>(
   const { wallet, signedAt, nonce, aud } = value;
   if (!isWalletAddress(wallet)) throw new ApiError('invalid_request', 'wallet is not a wallet address');
   if (typeof signedAt !== 'number' || !Number.isSafeInteger(signedAt)) throw new ApiError('invalid_request', 'signedAt is not an integer');
-  if (typeof nonce !== 'string' || !/^[A-Za-z0-9_-]{16,64}$/.test(nonce)) throw new ApiError('invalid_request', 'nonce must be 16 to 64 of A-Za-z0-9_-');
+  if (typeof nonce !== 'string' || !NONCE.test(nonce)) throw new ApiError('invalid_request', 'nonce must be 16 to 64 of A-Za-z0-9_-');
   if (typeof aud !== 'string') throw new ApiError('invalid_request', 'aud is not a string');
   const operation = validate(value);
 
@@ -88,7 +91,7 @@ function hostBody(members: Record<string, unknown>, description: string) {
         maximum: Number.MAX_SAFE_INTEGER,
         description: `Signing time in epoch ms; within ${HOST_SIGNED_AT_SKEW_MS / 1000} s of the server's clock, else 401`,
       },
-      nonce: { type: 'string', pattern: '^[A-Za-z0-9_-]{16,64}$', description: 'Not reused by the wallet within 120 s, else 401' },
+      nonce: { type: 'string', pattern: NONCE.source, description: 'Not reused by the wallet within 120 s, else 401' },
       aud: { const: HOST_AUD, description: 'Another audience is 401' },
       ...members,
     },

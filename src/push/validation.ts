@@ -12,9 +12,14 @@ export interface NotificationFields {
   path: string;
 }
 
+/** Base58's alphabet, the characters a wallet address may have (checked again as a schema pattern). */
+const BASE58_TEXT = /^[1-9A-HJ-NP-Za-km-z]+$/;
+/** An Idempotency-Key: 1 to 255 visible ASCII characters. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
 /** A wallet address: base58 of a 32-byte Ed25519 public key, in its one canonical spelling. */
 export function isWalletAddress(value: unknown): value is string {
-  if (typeof value !== 'string' || value.length < 32 || value.length > 44 || !/^[1-9A-HJ-NP-Za-km-z]+$/.test(value)) return false;
+  if (typeof value !== 'string' || value.length < 32 || value.length > 44 || !BASE58_TEXT.test(value)) return false;
   try {
     const bytes = bs58.decode(value);
     return bytes.length === 32 && bs58.encode(bytes) === value;
@@ -97,7 +102,7 @@ export function validateSubscription(value: unknown, hosts: readonly string[]): 
 
 /** An Idempotency-Key header value: 1 to 255 visible ASCII characters. */
 export function isIdempotencyKey(value: unknown): value is string {
-  return typeof value === 'string' && /^[\x21-\x7e]{1,255}$/.test(value);
+  return typeof value === 'string' && IDEMPOTENCY_KEY.test(value);
 }
 
 /*
@@ -121,7 +126,7 @@ export const walletAddressSchema = {
   type: 'string',
   minLength: 32,
   maxLength: 44,
-  pattern: '^[1-9A-HJ-NP-Za-km-z]+$',
+  pattern: BASE58_TEXT.source,
   description: 'A wallet address: base58 of a 32-byte Ed25519 public key, in its canonical spelling (checked beyond this pattern: it must decode to exactly 32 bytes)',
 } as const;
 
@@ -190,6 +195,6 @@ export const subscriptionSchema = {
 /** The Idempotency-Key header (isIdempotencyKey). */
 export const idempotencyKeySchema = {
   type: 'string',
-  pattern: '^[\\x21-\\x7e]{1,255}$',
+  pattern: IDEMPOTENCY_KEY.source,
   description: '1 to 255 visible ASCII characters; per app, kept 24 h',
 } as const;
