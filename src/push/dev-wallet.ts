@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import bs58 from 'bs58';
 import nacl from 'tweetnacl';
+import { encodeBase58, signDetached } from '../shared/ed25519.js';
 import { HOST_AUD } from './types.js';
 
 /**
@@ -15,7 +15,7 @@ export class HostWallet {
   /** A new random wallet, or the one of a 64-byte secret key (seed then public key). */
   constructor(secretKey?: Uint8Array) {
     const pair = secretKey ? nacl.sign.keyPair.fromSecretKey(secretKey) : nacl.sign.keyPair();
-    this.address = bs58.encode(pair.publicKey);
+    this.address = encodeBase58(pair.publicKey);
     this.secretKey = pair.secretKey;
   }
 
@@ -32,6 +32,6 @@ export class HostWallet {
   }
 
   signBytes(body: string): string {
-    return bs58.encode(nacl.sign.detached(Buffer.from(body), this.secretKey));
+    return signDetached(Buffer.from(body), this.secretKey);
   }
 }
