@@ -16,8 +16,14 @@
   ARGV[12] admission limit: µs between admissions, or "" when the app has none (no bucket read)
   ARGV[13] admission limit: burst, the bucket's size ("" without a limit)
 
-  Returns { "ok", ticketReply } | { "ticket_conflict" } | { "queue_conflict" }
-    | { "rate_limited", msUntilAToken }.
+  Returns { "ok", ticketReply } for an ID already known (tombstone or admitted),
+    | { "new", state, createdAt[, matchId, partnerId, partner's p, d, c, r, x] } for a new
+      admission: the caller knows the input it sent, so only what the script decided comes
+      back (state w | m | c; a matched one names its partner and that partner's input fields,
+      r and x false when absent; matchedAt, and cancelledAt of one admitted past its cutoff,
+      equal createdAt)
+    | { "ticket_conflict" } | { "queue_conflict" } | { "rate_limited", msUntilAToken }.
+  Numbers go to redis.call as text, each formatted once: Lua's number-to-text is a printf.
   Order (DESIGN.md): existing ID (tombstone as is; identical input its state; else conflict),
   then queue policy, then the app's admission limit (only a new ID takes a token: retries are
   never limited), then admission. A refusal writes nothing.
@@ -54,21 +60,22 @@ if ARGV[12] ~= '' then
 end
 if not fixedPolicy then redis.call('HSET', scope .. 'qp', queue, policyJson) end
 
-local seq = redis.call('INCR', scope .. 'seq')
-local fields = { 's', 'w', 'p', player, 'q', queue, 'd', payload, 'c', int(now), 'n', int(seq) }
-if rating ~= '' then table.insert(fields, 'r'); table.insert(fields, rating) end
-if expiresAt ~= '' then table.insert(fields, 'x'); table.insert(fields, expiresAt) end
+local seq = int(redis.call('INCR', scope .. 'seq'))
+local createdAt = int(now)
+local fields = { 's', 'w', 'p', player, 'q', queue, 'd', payload, 'c', createdAt, 'n', seq }
+if rating ~= '' then fields[#fields + 1] = 'r'; fields[#fields + 1] = rating end
+if expiresAt ~= '' then fields[#fields + 1] = 'x'; fields[#fields + 1] = expiresAt end
 redis.call('ZADD', scope .. 'all', seq, id)
 redis.call('ZADD', playerKey(scope, player), seq, id)
 
 if expiresAt ~= '' and tonumber(expiresAt) <= now then
   -- Already past its cutoff: recorded, never waits, cancelledAt == createdAt.
   fields[2] = 'c'
-  table.insert(fields, 'rs'); table.insert(fields, 'expired')
-  table.insert(fields, 'ca'); table.insert(fields, int(now))
+  fields[#fields + 1] = 'rs'; fields[#fields + 1] = 'expired'
+  fields[#fields + 1] = 'ca'; fields[#fields + 1] = createdAt
   redis.call('HSET', tkey, unpack(fields))
   countEvent(scope, 'ax', 1)
-  return { 'ok', admissionReply(id, fields, {}, policyJson) }
+  return { 'new', 'c', createdAt }
 end
 
 retireExpired(scope, queue, now)
@@ -83,31 +90,26 @@ local rated = rating ~= ''
 -- once, afterwards, in its final state.
 local partner, partnerPlayer, partnerNextSeq = findPartner(scope, queue, player, rated and tonumber(rating) or nil, now, policy)
 
-local partnerFields = {}
-if partner then
-  local matchId = 'm' .. seq
-  local pkey = ticketKey(scope, partner)
-  -- Read once: it tells whether the partner has a cutoff, and becomes the reply's partner half.
-  partnerFields = redis.call('HGETALL', pkey)
-  local hasCutoff = false
-  for i = 1, #partnerFields, 2 do
-    if partnerFields[i] == 's' then partnerFields[i + 1] = 'm'
-    elseif partnerFields[i] == 'x' then hasCutoff = true end
-  end
-  if rated then
-    leaveQueue(scope, partner, queue, nil, true, hasCutoff)
-  else
-    leaveQueueAsHead(scope, partner, queue, partnerPlayer, partnerNextSeq, hasCutoff)
-  end
-  local matched = { 'mi', matchId, 'o', id, 'ma', int(now) }
-  redis.call('HSET', pkey, 's', 'm', unpack(matched))
-  for _, v in ipairs(matched) do table.insert(partnerFields, v) end
-  fields[2] = 'm'
-  for _, v in ipairs({ 'mi', matchId, 'o', partner, 'ma', int(now), 'j', '1' }) do table.insert(fields, v) end
-  redis.call('HSET', tkey, unpack(fields))
-  countEvent(scope, 'am', 1)
-else
+if not partner then
   redis.call('HSET', tkey, unpack(fields))
   joinQueue(scope, id, queue, player, rating, seq, expiresAt)
+  return { 'new', 'w', createdAt }
 end
-return { 'ok', admissionReply(id, fields, partnerFields, policyJson) }
+
+local matchId = 'm' .. seq
+local pkey = ticketKey(scope, partner)
+-- Read once: the reply's partner half, and whether the partner is in the cutoff index (x).
+local p = redis.call('HMGET', pkey, 'p', 'd', 'c', 'r', 'x')
+if rated then
+  leaveQueue(scope, partner, queue, nil, true, p[5] ~= false)
+else
+  leaveQueueAsHead(scope, partner, queue, partnerPlayer, partnerNextSeq, p[5] ~= false)
+end
+redis.call('HSET', pkey, 's', 'm', 'mi', matchId, 'o', id, 'ma', createdAt)
+fields[2] = 'm'
+local n = #fields
+fields[n + 1] = 'mi'; fields[n + 2] = matchId; fields[n + 3] = 'o'; fields[n + 4] = partner
+fields[n + 5] = 'ma'; fields[n + 6] = createdAt; fields[n + 7] = 'j'; fields[n + 8] = '1'
+redis.call('HSET', tkey, unpack(fields))
+countEvent(scope, 'am', 1)
+return { 'new', 'm', createdAt, matchId, partner, p[1], p[2], p[3], p[4], p[5] }

@@ -13,10 +13,10 @@
 -- waiting ticket in the queue (false when none), so taking the partner out of the queue needs
 -- no further read (ticket.lua leaveQueueAsHead).
 local function findUnratedPartner(scope, queue, player)
-  local heads = redis.call('ZRANGE', headsKey(scope, queue), 0, 1)
+  local heads = redis.call('ZRANGE', headsKey(scope, queue), '0', '1')
   for i = 1, #heads do
     if heads[i] ~= player then
-      local oldest = redis.call('ZRANGE', ownKey(scope, queue, heads[i]), 0, 1, 'WITHSCORES')
+      local oldest = redis.call('ZRANGE', ownKey(scope, queue, heads[i]), '0', '1', 'WITHSCORES')
       return oldest[1], heads[i], oldest[4] or false
     end
   end

@@ -43,7 +43,7 @@ local function leaveQueue(scope, id, queue, player, rated, hasCutoff)
     redis.call('ZREM', ratingKey(scope, queue), id)
   else
     local own = ownKey(scope, queue, player)
-    local oldest = redis.call('ZRANGE', own, 0, 1, 'WITHSCORES')
+    local oldest = redis.call('ZRANGE', own, '0', '1', 'WITHSCORES')
     redis.call('ZREM', own, id)
     if oldest[1] == id then moveHead(scope, queue, player, oldest[4] or false) end
   end
@@ -82,23 +82,18 @@ end
 -- Retires every waiting ticket of a queue whose cutoff is at or before now (O(log n) each),
 -- in chunks: a burst of 100k expired tickets never sits in the Lua heap at once. One counter
 -- write per chunk, none when nothing was due.
-local RETIRE_CHUNK = 500
+local RETIRE_CHUNK, RETIRE_CHUNK_TEXT = 500, '500' -- as text too: see createTicket.lua on numbers
 local function retireExpired(scope, queue, now)
   local xkey = expiryKey(scope, queue)
   repeat
-    local due = redis.call('ZRANGEBYSCORE', xkey, '-inf', int(now), 'LIMIT', 0, RETIRE_CHUNK)
+    local due = redis.call('ZRANGEBYSCORE', xkey, '-inf', int(now), 'LIMIT', '0', RETIRE_CHUNK_TEXT)
     for i = 1, #due do cancelWaiting(scope, due[i], 'expired', now) end
     if #due > 0 then countEvent(scope, 'e', #due) end
   until #due < RETIRE_CHUNK
 end
 
--- Reply for one ticket: { id, its fields, the other ticket's fields (matched), queue policy }
--- (src/matchmaking/render.ts). A new admission builds its own from what it just wrote, and
--- passes the partner's fields as it wrote them ({} when it waits).
-local function admissionReply(id, fields, partnerFields, policyJson)
-  return { id, fields, partnerFields, policyJson }
-end
-
+-- Reply for one stored ticket: { id, its fields, the other ticket's fields (matched), queue
+-- policy } (src/matchmaking/render.ts). A new admission replies with less (createTicket.lua).
 local function ticketReply(scope, id)
   local own = redis.call('HGETALL', ticketKey(scope, id))
   local partner = {}

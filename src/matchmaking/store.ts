@@ -2,7 +2,7 @@ import { bucketArgs, type RateLimit } from '../apps/limits.js';
 import type { RedisClient } from '../redis/connection.js';
 import type { Keys } from '../redis/keys.js';
 import { ScriptRunner } from '../redis/scripts.js';
-import { renderTicket, type TicketReply } from './render.js';
+import { renderAdmission, renderTicket, type AdmissionReply, type TicketReply } from './render.js';
 import type { ValidTicketInput } from './validation.js';
 
 const SCRIPTS = ['createTicket', 'cancelTicket', 'listTickets'] as const;
@@ -72,7 +72,8 @@ export class MatchmakingStore {
       optional(policy?.max),
       this.clockFlag,
       ...(admissionLimit === null ? ['', ''] : bucketArgs(admissionLimit)),
-    ])) as [string, (TicketReply | number)?];
+    ])) as [string, (TicketReply | number)?] | AdmissionReply;
+    if (reply[0] === 'new') return { ticket: renderAdmission(valid, reply as AdmissionReply) };
     if (reply[0] === 'ok') return { ticket: renderTicket(reply[1] as TicketReply) };
     if (reply[0] === 'rate_limited') return { conflict: 'rate_limited', retryAfterMs: reply[1] as number };
     return { conflict: reply[0] as 'ticket_conflict' | 'queue_conflict' };
