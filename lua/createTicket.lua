@@ -38,30 +38,33 @@
 local scope = KEYS[1]
 local id, player, queue, policyJson, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local rating, expiresAt = ARGV[6], ARGV[7]
-local now = currentTime(clockKey(scope), ARGV[11])
+local now, createdAt = currentTime(clockKey(scope), ARGV[11])
 local tkey = ticketKey(scope, id)
 
-local existing = redis.call('HMGET', tkey, 's', 'p', 'q', 'd', 'r', 'x')
-if existing[1] then
-  if not existing[2] then return { 'ok', ticketReply(scope, id) } end -- tombstone, whatever was proposed
-  local same = existing[2] == player and existing[3] == queue and existing[4] == payload
-    and (existing[5] or '') == rating and (existing[6] or '') == expiresAt
-    and redis.call('HGET', scope .. 'qp', queue) == policyJson
+if redis.call('EXISTS', tkey) == 1 then
+  local existing = redis.call('HMGET', tkey, 'p', 'q', 'd', 'r', 'x')
+  if not existing[1] then return { 'ok', ticketReply(scope, id) } end -- tombstone, whatever was proposed
+  local same = existing[1] == player and existing[2] == queue and existing[3] == payload
+    and (existing[4] or '') == rating and (existing[5] or '') == expiresAt
+    and queuePolicy(scope, queue) == policyJson
   if not same then return { 'ticket_conflict' } end
   observeExpiry(scope, id, now)
   return { 'ok', ticketReply(scope, id) }
 end
 
-local fixedPolicy = redis.call('HGET', scope .. 'qp', queue)
+local fixedPolicy, noCutoffs = queuePolicy(scope, queue)
 if fixedPolicy and fixedPolicy ~= policyJson then return { 'queue_conflict' } end
 if ARGV[12] ~= '' then
   local wait = takeToken(admissionLimitKey(scope), now, tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[11])
   if wait > 0 then return { 'rate_limited', wait } end
 end
-if not fixedPolicy then redis.call('HSET', scope .. 'qp', queue, policyJson) end
+if not fixedPolicy then
+  -- A new queue is marked "no cutoffs" unless its first ticket has one (which may wait).
+  noCutoffs = expiresAt == ''
+  setQueuePolicy(scope, queue, policyJson, noCutoffs)
+end
 
 local seq = int(redis.call('INCR', scope .. 'seq'))
-local createdAt = int(now)
 local fields = { 's', 'w', 'p', player, 'q', queue, 'd', payload, 'c', createdAt, 'n', seq }
 if rating ~= '' then fields[#fields + 1] = 'r'; fields[#fields + 1] = rating end
 if expiresAt ~= '' then fields[#fields + 1] = 'x'; fields[#fields + 1] = expiresAt end
@@ -78,7 +81,8 @@ if expiresAt ~= '' and tonumber(expiresAt) <= now then
   return { 'new', 'c', createdAt }
 end
 
-retireExpired(scope, queue, now)
+-- A queue no ticket with a cutoff ever waited in has nothing to retire: skip the cutoff index.
+if not noCutoffs then retireExpired(scope, queue, now) end
 
 local policy = nil
 if ARGV[8] ~= '' then
@@ -93,6 +97,7 @@ local partner, partnerPlayer, partnerNextSeq = findPartner(scope, queue, player,
 if not partner then
   redis.call('HSET', tkey, unpack(fields))
   joinQueue(scope, id, queue, player, rating, seq, expiresAt)
+  if expiresAt ~= '' and noCutoffs then setQueuePolicy(scope, queue, policyJson, false) end
   return { 'new', 'w', createdAt }
 end
 

@@ -3,7 +3,8 @@
   (the TypeScript half is src/redis/keys.ts; the hash tag keeps an app in one slot).
     seq            string   per-app sequence: creation order of tickets and tombstones (one INCR each)
     all            zset     every ticket and tombstone, score = sequence
-    qp             hash     queue key -> canonical JSON of its fixed policy {rating?, size}
+    qp             hash     queue key -> canonical JSON of its fixed policy {rating?, size},
+                            marked while no ticket with a cutoff waited in it (ticket.lua NO_CUTOFFS)
     clock          string   test-only frozen clock (ms)
     t:<id>         hash     one ticket (fields in ticket.lua)
     p:<player>     zset     one player's tickets, score = sequence (tombstones have no player)
@@ -27,6 +28,7 @@
                             waiting = seq - tb - 2 * am - ax - c - e, matched tickets = 2 * am.
 ]]
 local function clockKey(scope) return scope .. 'clock' end
+local function queuePoliciesKey(scope) return scope .. 'qp' end
 local function ticketKey(scope, id) return scope .. 't:' .. id end
 local function playerKey(scope, player) return scope .. 'p:' .. player end
 local function waitingKey(scope, queue) return scope .. 'qw:' .. queue end

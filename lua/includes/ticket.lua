@@ -11,6 +11,24 @@
 ]]
 --- @include "keys"
 
+-- A queue's entry in qp (keys.lua) is its policy JSON, followed by NO_CUTOFFS while no ticket
+-- with a cutoff has waited in the queue: admissions then skip its cutoff index (qx), one call
+-- fewer. Canonical JSON ends in '}', so the mark cannot be part of a policy; an entry without
+-- it (every entry written before the mark existed too) means "the cutoff index may hold some".
+local NO_CUTOFFS, NO_CUTOFFS_BYTE = '~', 126
+
+-- The queue's policy JSON (false for a queue no ticket has named yet), and whether its cutoff
+-- index is known to be empty.
+local function queuePolicy(scope, queue)
+  local entry = redis.call('HGET', queuePoliciesKey(scope), queue)
+  if entry and string.byte(entry, -1) == NO_CUTOFFS_BYTE then return string.sub(entry, 1, -2), true end
+  return entry, false
+end
+
+local function setQueuePolicy(scope, queue, policyJson, noCutoffs)
+  redis.call('HSET', queuePoliciesKey(scope), queue, noCutoffs and policyJson .. NO_CUTOFFS or policyJson)
+end
+
 -- Puts a new waiting ticket into its queue's indexes.
 -- `rating` is the ticket's rating as JSON number text, or "" when unrated.
 local function joinQueue(scope, id, queue, player, rating, seq, expiresAt)
@@ -105,6 +123,6 @@ local function ticketReply(scope, id)
     elseif own[i] == 'q' then queue = own[i + 1] end
   end
   if state == 'm' and other then partner = redis.call('HGETALL', ticketKey(scope, other)) end
-  if queue then policy = redis.call('HGET', scope .. 'qp', queue) or '' end
+  if queue then policy = queuePolicy(scope, queue) or '' end
   return { id, own, partner, policy }
 end

@@ -75,6 +75,31 @@ describe('createTicket transitions', () => {
     expect(res.body.state).toBe('waiting');
   });
 
+  it('without a frozen clock, times are Redis TIME in whole milliseconds, the same in the reply and when read back', async () => {
+    const live = await h.registerApp();
+    const redisMs = async () => {
+      const [seconds, micros] = await h.redis.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    };
+    const before = await redisMs();
+    const a = ticket();
+    const waiting = await h.call(live, 'createTicket', a);
+    const joined = await h.call(live, 'createTicket', ticket());
+    const expired = await h.call(live, 'createTicket', ticket({ expiresAt: before }));
+    const after = await redisMs();
+    const times = [waiting.body.admission.createdAt, joined.body.match.matchedAt, expired.body.cancelledAt];
+    for (const t of times) {
+      expect(Number.isInteger(t), String(t)).toBe(true);
+      expect(t).toBeGreaterThanOrEqual(before);
+      expect(t).toBeLessThanOrEqual(after);
+    }
+    expect(joined.body.match.matchedAt).toBe(joined.body.admission.createdAt);
+    expect(expired.body.cancelledAt).toBe(expired.body.admission.createdAt);
+    for (const reply of [joined, expired]) {
+      expect((await h.call(live, 'listTickets', { id: reply.body.id })).body.tickets).toEqual([reply.body]);
+    }
+  });
+
   it('returns a tombstone for an ID cancelled while unknown, whatever is proposed, and fixes no queue policy', async () => {
     const tomb = await cancel('ghost');
     expect(tomb.body).toEqual({ id: 'ghost', state: 'cancelled', admission: null, reason: 'requested', cancelledAt: T0 });
@@ -330,6 +355,25 @@ describe('cutoffs', () => {
       expect(later.body.state, JSON.stringify(later.body)).toBe('waiting');
       expect((await create(a)).body.state).toBe('matched');
       expect((await cancel(a.id)).body.state).toBe('matched');
+      await h.setClock(app, T0);
+    }
+  });
+
+  it('a ticket with a cutoff that waits in a queue opened without cutoffs is retired when due (unrated and rated)', async () => {
+    // Admissions skip the cutoff index of a queue no ticket with a cutoff has waited in
+    // (lua/includes/ticket.lua NO_CUTOFFS): the first such ticket must end that.
+    for (const queue of [{ key: 'open', size: 2 as const }, ratedQueue('open-ranked', { initial: 10, widenPerSecond: 1 })]) {
+      const rating = 'rating' in queue ? { rating: 100 } : {};
+      const plain = ticket({ queue, player: 'p1', ...rating });
+      const timed = ticket({ queue, player: 'p1', expiresAt: T0 + 10, ...rating });
+      expect((await create(plain)).body.state).toBe('waiting');
+      expect((await create(timed)).body.state).toBe('waiting');
+      await h.setClock(app, T0 + 10);
+      const first = await create(ticket({ queue, player: 'p2', ...rating }));
+      expect(first.body.match.tickets[0].input.id).toBe(plain.id);
+      const second = await create(ticket({ queue, player: 'p3', ...rating }));
+      expect(second.body.state, JSON.stringify(second.body)).toBe('waiting');
+      expect((await list({ id: timed.id })).body.tickets[0]).toMatchObject({ state: 'cancelled', reason: 'expired', cancelledAt: T0 + 10 });
       await h.setClock(app, T0);
     }
   });
