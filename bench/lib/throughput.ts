@@ -4,7 +4,7 @@
  * (`return ARGV[1]`, same KEYS and ARGV) through the same kind of connection.
  */
 import type { Redis } from 'ioredis';
-import { MatchmakingStore } from '../../src/matchmaking/store.js';
+import { createTicketArgs, MatchmakingStore } from '../../src/matchmaking/store.js';
 import { createRedis, waitForReady } from '../../src/redis/connection.js';
 import { Keys } from '../../src/redis/keys.js';
 import { type BenchContext, benchConfig, deleteApp, nowMs, pool, redisCpuSeconds, registerApp, valid } from './common.js';
@@ -94,10 +94,7 @@ export async function runThroughput(ctx: BenchContext, log: (line: string) => vo
       if (outcome.ticket.includes('"state":"matched"')) matched++;
     };
     // The trivial script gets exactly the KEYS and ARGV an admission sends.
-    const trivialArgs = (run: string, k: number) => {
-      const v = input(run, k);
-      return [v.input.id, v.input.player, v.input.queue.key, v.policyJson, v.payloadJson, '', '', '', '', '', '0'];
-    };
+    const trivialArgs = (run: string, k: number) => createTicketArgs(input(run, k), '0', null);
     const trivial = async (run: string, k: number) => {
       const args = trivialArgs(run, k);
       try {

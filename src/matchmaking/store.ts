@@ -31,13 +31,33 @@ export interface ListOutcome {
 
 const optional = (value: number | undefined) => (value === undefined ? '' : JSON.stringify(value));
 
+/** createTicket.lua's ARGV, in its header's order (exported for the benchmark's like-for-like baseline). */
+export function createTicketArgs(valid: ValidTicketInput, clockFlag: '0' | '1', admissionLimit: RateLimit | null): string[] {
+  const { input } = valid;
+  const policy = input.queue.rating;
+  return [
+    input.id,
+    input.player,
+    input.queue.key,
+    valid.policyJson,
+    valid.payloadJson,
+    optional(input.rating),
+    optional(input.expiresAt),
+    optional(policy?.initial),
+    optional(policy?.widenPerSecond),
+    optional(policy?.max),
+    clockFlag,
+    ...(admissionLimit === null ? ['', ''] : bucketArgs(admissionLimit)),
+  ];
+}
+
 /**
  * The one module that calls the matchmaking scripts: it builds their KEYS and ARGV (in the
  * order each script's header names) and turns their replies into rendered tickets.
  */
 export class MatchmakingStore {
   private readonly scripts = new ScriptRunner(SCRIPTS);
-  private readonly clockFlag: string;
+  private readonly clockFlag: '0' | '1';
 
   constructor(
     private readonly redis: RedisClient,
@@ -57,22 +77,9 @@ export class MatchmakingStore {
 
   /** `admissionLimit`: the app's (AppRecord.limits); null skips the bucket entirely. */
   async createTicket(appId: string, valid: ValidTicketInput, admissionLimit: RateLimit | null = null): Promise<CreateOutcome> {
-    const { input } = valid;
-    const policy = input.queue.rating;
-    const reply = (await this.scripts.run(this.redis, 'createTicket', [this.keys.appScope(appId)], [
-      input.id,
-      input.player,
-      input.queue.key,
-      valid.policyJson,
-      valid.payloadJson,
-      optional(input.rating),
-      optional(input.expiresAt),
-      optional(policy?.initial),
-      optional(policy?.widenPerSecond),
-      optional(policy?.max),
-      this.clockFlag,
-      ...(admissionLimit === null ? ['', ''] : bucketArgs(admissionLimit)),
-    ])) as [string, (TicketReply | number)?] | AdmissionReply;
+    const reply = (await this.scripts.run(this.redis, 'createTicket', [this.keys.appScope(appId)], createTicketArgs(valid, this.clockFlag, admissionLimit))) as
+      | [string, (TicketReply | number)?]
+      | AdmissionReply;
     if (reply[0] === 'new') return { ticket: renderAdmission(valid, reply as AdmissionReply) };
     if (reply[0] === 'ok') return { ticket: renderTicket(reply[1] as TicketReply) };
     if (reply[0] === 'rate_limited') return { conflict: 'rate_limited', retryAfterMs: reply[1] as number };

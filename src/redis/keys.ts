@@ -74,7 +74,7 @@ export class Keys {
     return `${this.appScope(appId)}all`;
   }
 
-  /** Hash: queue key -> canonical JSON of its fixed policy (keys.lua `qp`). */
+  /** Hash: queue key -> canonical JSON of its fixed policy, maybe marked (keys.lua `qp`, ticket.lua NO_CUTOFFS). */
   queuePolicies(appId: string): string {
     return `${this.appScope(appId)}qp`;
   }
