@@ -78,6 +78,7 @@ function rows(results: Results, errors: Map<Section, string>, only: Set<Section>
         }
       };
       shape('(a) own tickets at head', '(a) own head', a.ownHead);
+      shape('(a) own tickets at head, rated', '(a) own head, rated', a.ownHeadRated);
       shape('(b) incompatible rated', '(b) rated', a.rated);
       const first = a.burst[0]!;
       for (const b of a.burst) {

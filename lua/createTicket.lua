@@ -106,7 +106,7 @@ local pkey = ticketKey(scope, partner)
 -- Read once: the reply's partner half, and whether the partner is in the cutoff index (x).
 local p = redis.call('HMGET', pkey, 'p', 'd', 'c', 'r', 'x')
 if rated then
-  leaveQueue(scope, partner, queue, nil, true, p[5] ~= false)
+  leaveQueue(scope, partner, queue, p[1], true, p[5] ~= false)
 else
   leaveQueueAsHead(scope, partner, queue, partnerPlayer, partnerNextSeq, p[5] ~= false)
 end

@@ -65,6 +65,7 @@ export interface BurstResult {
 export interface AdmissionResults {
   rounds: number;
   ownHead: DepthResult[];
+  ownHeadRated: DepthResult[];
   rated: DepthResult[];
   burst: BurstResult[];
 }
@@ -143,21 +144,30 @@ async function interleave(series: Series[], perRound: number[], warmup: number[]
 const unrated = (key: string): Queue => ({ key, size: 2 });
 const rated = (key: string): Queue => ({ key, size: 2, rating: RATED_POLICY });
 
-/** (a) The oldest N waiting tickets all belong to the joining player (unrated queue); the joiner waits. */
-async function ownHead(ctx: BenchContext, app: BenchApp, log: (line: string) => void): Promise<DepthResult[]> {
+/**
+ * (a) The oldest N waiting tickets all belong to the joining player; the joiner waits. Unrated:
+ * N tickets of one player. Rated: N tickets of one player at rating 1000, then one of another
+ * player at 5000 (so the queue is not all the joiner's), the joiner at 1000.
+ */
+async function ownHead(ctx: BenchContext, app: BenchApp, log: (line: string) => void, kind: 'unrated' | 'rated'): Promise<DepthResult[]> {
   const player = 'player-own-head!'; // 16 bytes
+  const tag = kind === 'rated' ? 'ar' : 'a';
+  const rating = kind === 'rated' ? { rating: 1000 } : {};
   const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
   for (const depth of DEPTHS) {
-    const queue = unrated(`own:${depth}`);
+    const queue = kind === 'rated' ? rated(`own-rated:${depth}`) : unrated(`own:${depth}`);
     const start = nowMs();
-    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `a${depth}-${i}`, player, queue, payload: PAYLOAD })));
+    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-${i}`, player, queue, payload: PAYLOAD, ...rating })));
+    if (kind === 'rated' && depth > 0) {
+      await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-other`, player: 'player-other....', queue, payload: PAYLOAD, rating: 5000 }));
+    }
     const setupMs = nowMs() - start;
-    if (depth > 0) log(`  (a) built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
-    const id = (i: number) => `a${depth}-join-${i}`;
+    if (depth > 0) log(`  (a) ${kind}: built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
+    const id = (i: number) => `${tag}${depth}-join-${i}`;
     const series = new Series(
       ctx,
       id,
-      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player, queue, payload: PAYLOAD })),
+      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player, queue, payload: PAYLOAD, ...rating })),
       'waiting',
       (i) => ctx.store.cancelTicket(app.appId, id(i)),
     );
@@ -307,8 +317,11 @@ export async function runAdmission(ctx: BenchContext, log: (line: string) => voi
   {
     const app = await registerApp(ctx, 'own-head');
     await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
-    results.ownHead = await ownHead(ctx, app, log);
-    for (const r of results.ownHead) log(`  (a) own tickets at head, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    results.ownHead = await ownHead(ctx, app, log, 'unrated');
+    results.ownHeadRated = await ownHead(ctx, app, log, 'rated');
+    for (const [kind, rs] of [['unrated', results.ownHead], ['rated', results.ownHeadRated]] as const) {
+      for (const r of rs) log(`  (a) own tickets at head, ${kind}, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    }
     await deleteApp(ctx, app);
   }
   {

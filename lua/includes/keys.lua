@@ -14,6 +14,9 @@
                             UNRATED ticket in the queue (finds another player's oldest in O(log n))
     qo:<n>:<queue><player>  zset  one player's waiting unrated tickets in one queue, score =
                             sequence (<n> is the queue key's length, so the name is unambiguous)
+    ro:<n>:<queue><player>  zset  one player's waiting RATED tickets in one queue, score = sequence
+    rr:<n>:<queue><player>  zset  the same tickets, score = rating: with ro, pairing.lua skips a run
+                            of the joining player's own tickets in qw or qr in O(log^2 n)
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
     rl:admissions  string   state of the app's admission limit (ratelimit.lua); absent: bucket full
     stats          hash     the app's matchmaking event counters, each HINCRBY'd by the script
@@ -38,3 +41,5 @@ local function headsKey(scope, queue) return scope .. 'qh:' .. queue end
 local function admissionLimitKey(scope) return scope .. 'rl:admissions' end
 local function statsKey(scope) return scope .. 'stats' end
 local function ownKey(scope, queue, player) return scope .. 'qo:' .. #queue .. ':' .. queue .. player end
+local function ownRatedKey(scope, queue, player) return scope .. 'ro:' .. #queue .. ':' .. queue .. player end
+local function ownRatingKey(scope, queue, player) return scope .. 'rr:' .. #queue .. ':' .. queue .. player end

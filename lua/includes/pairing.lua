@@ -6,6 +6,7 @@
   This is the one boundary the pairing structures live behind (keys.lua names them).
 ]]
 --- @include "keys"
+--- @include "clock"
 
 -- Unrated: the oldest waiting ticket of another player, from the player-head index. At most
 -- two heads are read: the oldest, and the next when the oldest is the joining player's own.
@@ -40,12 +41,42 @@ local function scoreBound(x)
   return string.format('%.17g', x)
 end
 
--- Compatibility of one waiting rated ticket; returns its sequence when compatible, else nil.
+-- One waiting rated ticket: OWN when it is the joining player's, else its sequence when it is
+-- compatible, else nil.
+local OWN = -1
 local function ratedCandidate(scope, id, player, rating, now, policy)
   local f = redis.call('HMGET', ticketKey(scope, id), 'p', 'r', 'c', 'n')
-  if f[1] == player then return nil end
+  if f[1] == player then return OWN end
   if math.abs(rating - tonumber(f[2])) <= tolerance(policy, tonumber(f[3]), now) then return tonumber(f[4]) end
   return nil
+end
+
+--[[
+  The rank just past a run of the joining player's own tickets in `index` (the queue's qw or
+  qr), the run starting at `rank` with the member `id`. `own` is the player's index of the same
+  order (ro or rr: the same members, scores and so order). Both are read by rank: index[rank+m]
+  is own[j+m] (j the rank of `id` in own) exactly while index[rank..rank+m] are all the
+  player's, so the run's end is found by galloping and bisection, O(log^2 n) for any length,
+  and at once when the run reaches the player's last ticket. A ticket missing from `own` (it
+  waited before the own indexes existed) is passed alone.
+]]
+local function pastOwnRun(index, own, rank, id)
+  local j = redis.call('ZRANK', own, id)
+  if not j then return rank + 1 end
+  local function inRun(m)
+    local mine = redis.call('ZRANGE', own, int(j + m), int(j + m))[1]
+    return mine ~= nil and redis.call('ZRANGE', index, int(rank + m), int(rank + m))[1] == mine
+  end
+  local last = redis.call('ZCARD', own) - 1 - j
+  if inRun(last) then return rank + last + 1 end
+  local lo, hi = 0, 1 -- inRun(lo); not inRun(hi) once galloping stops
+  while hi < last and inRun(hi) do lo, hi = hi, hi * 2 end
+  if hi > last then hi = last end
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    if inRun(mid) then lo = mid else hi = mid end
+  end
+  return rank + lo + 1
 end
 
 --[[
@@ -58,14 +89,15 @@ end
     - Otherwise two exact searches run in turns, a batch each, and the first to finish answers:
       the window read in rating order (the answer is its oldest compatible ticket, known once
       the window is read to its end), and the queue read in admission order (the answer is the
-      first compatible ticket met). Cost: O(log n + min(window size, tickets older than the
-      answer)) ticket reads.
+      first compatible ticket met). Both pass a run of the joining player's own tickets in
+      one step (pastOwnRun). Cost: O(log n + min(window size, tickets older than the answer))
+      ticket reads, the joining player's own tickets counting O(log^2 n) per run.
   The window is widened by a relative 1e-12 so that float rounding at the exact band edge can
   only add a candidate (each one is then tested exactly), never drop one.
 ]]
 local function findRatedPartner(scope, queue, player, rating, now, policy)
   local wkey, rkey = waitingKey(scope, queue), ratingKey(scope, queue)
-  local oldest = redis.call('ZRANGE', wkey, 0, 0)[1]
+  local oldest = redis.call('ZRANGE', wkey, '0', '0')[1]
   if not oldest then return nil end
   local widest = tolerance(policy, tonumber(redis.call('HGET', ticketKey(scope, oldest), 'c')), now)
   local slack = (math.abs(rating) + widest) * 1e-12
@@ -79,20 +111,32 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local queueAt = 0
   local best, bestSeq = nil, nil
   while true do
-    local window = redis.call('ZRANGE', rkey, windowAt, math.min(windowEnd, windowAt + RATED_BATCH - 1))
+    local window = redis.call('ZRANGE', rkey, int(windowAt), int(math.min(windowEnd, windowAt + RATED_BATCH - 1)))
+    local next = windowAt + #window
     for i = 1, #window do
       local seq = ratedCandidate(scope, window[i], player, rating, now, policy)
+      if seq == OWN then
+        next = pastOwnRun(rkey, ownRatingKey(scope, queue, player), windowAt + i - 1, window[i])
+        break
+      end
       if seq and (bestSeq == nil or seq < bestSeq) then best, bestSeq = window[i], seq end
     end
-    windowAt = windowAt + RATED_BATCH
+    windowAt = next
     if windowAt > windowEnd then return best end
 
-    local inOrder = redis.call('ZRANGE', wkey, queueAt, queueAt + RATED_BATCH - 1)
+    local inOrder = redis.call('ZRANGE', wkey, int(queueAt), int(queueAt + RATED_BATCH - 1))
+    next = queueAt + #inOrder
     for i = 1, #inOrder do
-      if ratedCandidate(scope, inOrder[i], player, rating, now, policy) then return inOrder[i] end
+      local seq = ratedCandidate(scope, inOrder[i], player, rating, now, policy)
+      if seq == OWN then
+        next = pastOwnRun(wkey, ownRatedKey(scope, queue, player), queueAt + i - 1, inOrder[i])
+        break
+      end
+      if seq then return inOrder[i] end
     end
-    if #inOrder < RATED_BATCH then return nil end
-    queueAt = queueAt + RATED_BATCH
+    -- A short batch read to its end was the end of the queue.
+    if #inOrder < RATED_BATCH and next == queueAt + #inOrder then return nil end
+    queueAt = next
   end
 end
 

@@ -35,6 +35,8 @@ local function joinQueue(scope, id, queue, player, rating, seq, expiresAt)
   if rating ~= '' then
     redis.call('ZADD', waitingKey(scope, queue), seq, id)
     redis.call('ZADD', ratingKey(scope, queue), rating, id)
+    redis.call('ZADD', ownRatedKey(scope, queue, player), seq, id)
+    redis.call('ZADD', ownRatingKey(scope, queue, player), rating, id)
   else
     redis.call('ZADD', ownKey(scope, queue, player), seq, id)
     -- NX: a player's existing head is older than any new ticket.
@@ -59,6 +61,8 @@ local function leaveQueue(scope, id, queue, player, rated, hasCutoff)
   if rated then
     redis.call('ZREM', waitingKey(scope, queue), id)
     redis.call('ZREM', ratingKey(scope, queue), id)
+    redis.call('ZREM', ownRatedKey(scope, queue, player), id)
+    redis.call('ZREM', ownRatingKey(scope, queue, player), id)
   else
     local own = ownKey(scope, queue, player)
     local oldest = redis.call('ZRANGE', own, '0', '1', 'WITHSCORES')

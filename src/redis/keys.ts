@@ -94,6 +94,12 @@ export class Keys {
     return `${this.appScope(appId)}qo:${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
   }
 
+  /** Sorted sets: one player's waiting rated tickets in one queue, by sequence and by rating (keys.lua ownRatedKey, ownRatingKey). */
+  queuePlayerRated(appId: string, queue: string, player: string): { bySequence: string; byRating: string } {
+    const tail = `${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
+    return { bySequence: `${this.appScope(appId)}ro:${tail}`, byRating: `${this.appScope(appId)}rr:${tail}` };
+  }
+
   /** Sorted set: waiting tickets of one queue that have a cutoff, score = expiresAt (keys.lua expiryKey). */
   queueCutoffs(appId: string, queue: string): string {
     return `${this.appScope(appId)}qx:${queue}`;

@@ -244,6 +244,30 @@ describe('pairing compatibility', () => {
     expect(mine.body.match.tickets[0].input.id).toBe(rival.id);
   });
 
+  it('a rated joiner passes its own waiting tickets to pair with another player\'s, also own tickets from before the per-player rated indexes', async () => {
+    for (const legacy of [false, true]) {
+      await h.setClock(app, T0);
+      const queue = ratedQueue(legacy ? 'own-legacy' : 'own', { initial: 10, widenPerSecond: 1 });
+      const own = [1, 2, 3].map(() => ticket({ queue, player: 'x', rating: 100 }));
+      for (const t of own) expect((await create(t)).body.state).toBe('waiting');
+      if (legacy) {
+        // Tickets that waited before an upgrade are in the queue's indexes but not in the player's.
+        const { bySequence, byRating } = h.keys.queuePlayerRated(app.appId, queue.key, 'x');
+        expect(await h.redis.del(bySequence, byRating)).toBe(2);
+      }
+      await h.setClock(app, T0 + 20_000); // x's bands are 30 now: 140 fits none of them
+      const other = ticket({ queue, player: 'y', rating: 140 });
+      expect((await create(other)).body.state).toBe('waiting');
+      await h.setClock(app, T0 + 30_000); // x's bands 40, y's 20: the window around 125 holds all four
+      const joined = await create(ticket({ queue, player: 'x', rating: 125 }));
+      expect(joined.body.state, JSON.stringify(joined.body)).toBe('matched');
+      expect(joined.body.match.tickets[0].input.id).toBe(other.id);
+      // x's own tickets still wait, and another player takes the oldest of them.
+      const next = await create(ticket({ queue, player: 'z', rating: 100 }));
+      expect(next.body.match.tickets[0].input.id).toBe(own[0]!.id);
+    }
+  });
+
   it('never pairs rated with unrated tickets in one queue', async () => {
     const queue = ratedQueue('mixed', { initial: 1000, widenPerSecond: 1 });
     const unrated = ticket({ queue });
