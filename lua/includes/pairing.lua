@@ -112,36 +112,37 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local best, bestSeq = nil, nil
   while true do
     local window = redis.call('ZRANGE', rkey, int(windowAt), int(math.min(windowEnd, windowAt + RATED_BATCH - 1)))
-    local next = windowAt + #window
+    local resume = windowAt + #window
     for i = 1, #window do
       local seq = ratedCandidate(scope, window[i], player, rating, now, policy)
       if seq == OWN then
-        next = pastOwnRun(rkey, ownRatingKey(scope, queue, player), windowAt + i - 1, window[i])
+        resume = pastOwnRun(rkey, ownRatingKey(scope, queue, player), windowAt + i - 1, window[i])
         break
       end
       if seq and (bestSeq == nil or seq < bestSeq) then best, bestSeq = window[i], seq end
     end
-    windowAt = next
+    windowAt = resume
     if windowAt > windowEnd then return best end
 
     local inOrder = redis.call('ZRANGE', wkey, int(queueAt), int(queueAt + RATED_BATCH - 1))
-    next = queueAt + #inOrder
+    resume = queueAt + #inOrder
     for i = 1, #inOrder do
       local seq = ratedCandidate(scope, inOrder[i], player, rating, now, policy)
       if seq == OWN then
-        next = pastOwnRun(wkey, ownRatedKey(scope, queue, player), queueAt + i - 1, inOrder[i])
+        resume = pastOwnRun(wkey, ownRatedKey(scope, queue, player), queueAt + i - 1, inOrder[i])
         break
       end
       if seq then return inOrder[i] end
     end
     -- A short batch read to its end was the end of the queue.
-    if #inOrder < RATED_BATCH and next == queueAt + #inOrder then return nil end
-    queueAt = next
+    if #inOrder < RATED_BATCH and resume == queueAt + #inOrder then return nil end
+    queueAt = resume
   end
 end
 
 -- Returns the partner's ID, or nil; for an unrated partner also its player and the sequence of
--- that player's next waiting ticket (a rated queue's indexes need neither).
+-- that player's next waiting ticket (a rated partner's player comes from its hash, which the
+-- caller reads anyway).
 local function findPartner(scope, queue, player, rating, now, policy)
   if rating == nil then return findUnratedPartner(scope, queue, player) end
   return findRatedPartner(scope, queue, player, rating, now, policy)
