@@ -67,6 +67,7 @@ export interface AdmissionResults {
   ownHead: DepthResult[];
   ownHeadRated: DepthResult[];
   rated: DepthResult[];
+  floodInWindow: DepthResult[];
   burst: BurstResult[];
 }
 
@@ -213,6 +214,48 @@ async function ratedQueue(ctx: BenchContext, app: BenchApp, log: (line: string) 
   return built.map((b) => b.series.result(b.depth, b.setupMs));
 }
 
+/**
+ * (b') N rated tickets of ONE other player, each just out of the joiner's reach, inside a window
+ * made wide by an older ticket (DESIGN.md's (b) read as a single player's flood): policy
+ * {initial 10, widen 1/s}; at T0 a ticket at -20; at T0+1000s its band is 1010, the flood waits at
+ * 1015 (band 10), the joiner at 1000 fits none, waits and is cancelled. The window around 1000
+ * holds the whole flood: this is the shape pairing.lua does not answer in O(log n).
+ */
+async function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: string) => void): Promise<DepthResult[]> {
+  const policy = { initial: 10, widenPerSecond: 1 };
+  const plans = [
+    { depth: 0, perRound: 60, warmup: 20 },
+    { depth: 1_000, perRound: 20, warmup: 5 },
+    { depth: 10_000, perRound: 5, warmup: 1 },
+    { depth: 100_000, perRound: 2, warmup: 1 },
+  ];
+  const queueOf = (depth: number): Queue => ({ key: `flood:${depth}`, size: 2, rating: policy });
+  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
+  for (const { depth } of plans) {
+    await ctx.store.createTicket(app.appId, valid({ id: `f${depth}-old`, player: 'player-old......', queue: queueOf(depth), rating: -20, payload: PAYLOAD }));
+  }
+  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + 1_000_000));
+  const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
+  for (const { depth } of plans) {
+    const queue = queueOf(depth);
+    const start = nowMs();
+    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `f${depth}-${i}`, player: 'player-flood....', queue, rating: 1015, payload: PAYLOAD })));
+    const setupMs = nowMs() - start;
+    if (depth > 0) log(`  (b') built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
+    const id = (i: number) => `f${depth}-join-${i}`;
+    const series = new Series(
+      ctx,
+      id,
+      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: 'joiner-flood....', queue, rating: 1000, payload: PAYLOAD })),
+      'waiting',
+      (i) => ctx.store.cancelTicket(app.appId, id(i)),
+    );
+    built.push({ depth, series, setupMs });
+  }
+  await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
+  return built.map((b) => b.series.result(b.depth, b.setupMs));
+}
+
 const BURST_PLAYER = 'player-burst....';
 const NEXT = 400; // admissions timed right after a burst
 /** Live tickets beyond the measured admissions: disturbed samples are retaken, and each takes one. */
@@ -329,6 +372,12 @@ export async function runAdmission(ctx: BenchContext, log: (line: string) => voi
     await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
     results.rated = await ratedQueue(ctx, app, log);
     for (const r of results.rated) log(`  (b) incompatible rated, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    await deleteApp(ctx, app);
+  }
+  {
+    const app = await registerApp(ctx, 'flood');
+    results.floodInWindow = await floodInWindow(ctx, app, log);
+    for (const r of results.floodInWindow) log(`  (b') one player's flood in a wide window, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
     await deleteApp(ctx, app);
   }
   {

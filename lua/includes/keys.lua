@@ -16,7 +16,10 @@
                             sequence (<n> is the queue key's length, so the name is unambiguous)
     ro:<n>:<queue><player>  zset  one player's waiting RATED tickets in one queue, score = sequence
     rr:<n>:<queue><player>  zset  the same tickets, score = rating: with ro, pairing.lua skips a run
-                            of the joining player's own tickets in qw or qr in O(log^2 n)
+                            of one player's tickets in qw or qr in O(log^2 n)
+    ru:<n>:<queue><player>  zset  the same tickets, score = rating + widen * createdAt (s)
+    rd:<n>:<queue><player>  zset  the same tickets, score = widen * createdAt (s) - rating: two
+                            ZCOUNTs tell that none of the player's tickets fits a joiner
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
     rl:admissions  string   state of the app's admission limit (ratelimit.lua); absent: bucket full
     stats          hash     the app's matchmaking event counters, each HINCRBY'd by the script
@@ -43,3 +46,5 @@ local function statsKey(scope) return scope .. 'stats' end
 local function ownKey(scope, queue, player) return scope .. 'qo:' .. #queue .. ':' .. queue .. player end
 local function ownRatedKey(scope, queue, player) return scope .. 'ro:' .. #queue .. ':' .. queue .. player end
 local function ownRatingKey(scope, queue, player) return scope .. 'rr:' .. #queue .. ':' .. queue .. player end
+local function ownReachUpKey(scope, queue, player) return scope .. 'ru:' .. #queue .. ':' .. queue .. player end
+local function ownReachDownKey(scope, queue, player) return scope .. 'rd:' .. #queue .. ':' .. queue .. player end

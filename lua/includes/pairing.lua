@@ -41,33 +41,63 @@ local function scoreBound(x)
   return string.format('%.17g', x)
 end
 
--- One waiting rated ticket: OWN when it is the joining player's, else its sequence when it is
--- compatible, else nil.
-local OWN = -1
+-- One waiting rated ticket: its sequence when it is another player's and compatible (else
+-- nil), and its player.
 local function ratedCandidate(scope, id, player, rating, now, policy)
   local f = redis.call('HMGET', ticketKey(scope, id), 'p', 'r', 'c', 'n')
-  if f[1] == player then return OWN end
-  if math.abs(rating - tonumber(f[2])) <= tolerance(policy, tonumber(f[3]), now) then return tonumber(f[4]) end
-  return nil
+  if f[1] ~= player and math.abs(rating - tonumber(f[2])) <= tolerance(policy, tonumber(f[3]), now) then
+    return tonumber(f[4]), f[1]
+  end
+  return nil, f[1]
 end
 
 --[[
-  The rank just past a run of the joining player's own tickets in `index` (the queue's qw or
-  qr), the run starting at `rank` with the member `id`. `own` is the player's index of the same
-  order (ro or rr: the same members, scores and so order). Both are read by rank: index[rank+m]
-  is own[j+m] (j the rank of `id` in own) exactly while index[rank..rank+m] are all the
-  player's, so the run's end is found by galloping and bisection, O(log^2 n) for any length,
-  and at once when the run reaches the player's last ticket. A ticket missing from `own` (it
-  waited before the own indexes existed) is passed alone.
+  A waiting rated ticket's scores in its player's reach indexes (keys.lua ru, rd), as text:
+  up = rating + widen * t and down = widen * t - rating, t its createdAt in seconds. Fixed per
+  ticket (a queue's policy is fixed). Without max, a joiner at `r` fits a ticket above it
+  exactly when up <= r + initial + widen * now, and one below it exactly when
+  down <= initial + widen * now - r; every ticket below meets the first bound, every ticket
+  above the second.
 ]]
-local function pastOwnRun(index, own, rank, id)
+local function reachScores(rating, widen, createdAt)
+  local wt = widen * (createdAt / 1000)
+  return { scoreBound(rating + wt), scoreBound(wt - rating) }
+end
+
+-- Whether none of `other`'s waiting tickets in the queue fits a joiner at `rating`, O(log n):
+-- each of the player's tickets meets at least one of the two bounds (those below the joiner the
+-- first, those above the second) and meets both exactly when it fits, ignoring max (which only
+-- narrows bands), so up + down <= total means none fits. The bounds are widened by a relative
+-- 1e-12: rounding can make a player look hopeful, never hopeless. A player whose tickets all
+-- predate the reach indexes is never hopeless; one with some such tickets has only the indexed
+-- ones passed (pastRun stops at the others, which are then read).
+local function hopeless(scope, queue, other, rating, now, policy)
+  local wt = policy.widen * (now / 1000)
+  local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
+  local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(rating + policy.initial + wt + slack))
+  local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(policy.initial + wt - rating + slack))
+  local total = redis.call('ZCARD', ownRatedKey(scope, queue, other))
+  return total > 0 and up + down <= total, total
+end
+
+--[[
+  The rank just past a run of one player's tickets in `index` (the queue's qw or qr), the run
+  starting at `rank` with the member `id`. `own` is that player's index of the same order (ro
+  or rr: the same members, scores and so order). Both are read by rank: index[rank+m] is
+  own[j+m] (j the rank of `id` in own) exactly while index[rank..rank+m] are all the player's,
+  so the run's end is found by galloping and bisection, O(log^2 n) for any length, and at once
+  when the run reaches the player's last ticket. A ticket missing from `own` (it waited before
+  the player indexes existed) is passed alone, and ends any run. `ownSize`, when the caller
+  knows it, is the size of `own` (one ZCARD fewer).
+]]
+local function pastRun(index, own, rank, id, ownSize)
   local j = redis.call('ZRANK', own, id)
   if not j then return rank + 1 end
   local function inRun(m)
     local mine = redis.call('ZRANGE', own, int(j + m), int(j + m))[1]
     return mine ~= nil and redis.call('ZRANGE', index, int(rank + m), int(rank + m))[1] == mine
   end
-  local last = redis.call('ZCARD', own) - 1 - j
+  local last = (ownSize or redis.call('ZCARD', own)) - 1 - j
   if inRun(last) then return rank + last + 1 end
   local lo, hi = 0, 1 -- inRun(lo); not inRun(hi) once galloping stops
   while hi < last and inRun(hi) do lo, hi = hi, hi * 2 end
@@ -89,9 +119,10 @@ end
     - Otherwise two exact searches run in turns, a batch each, and the first to finish answers:
       the window read in rating order (the answer is its oldest compatible ticket, known once
       the window is read to its end), and the queue read in admission order (the answer is the
-      first compatible ticket met). Both pass a run of the joining player's own tickets in
-      one step (pastOwnRun). Cost: O(log n + min(window size, tickets older than the answer))
-      ticket reads, the joining player's own tickets counting O(log^2 n) per run.
+      first compatible ticket met). Both pass a run of one player's tickets in one step
+      (pastRun) when the player is the joiner or has no ticket that fits (hopeless). Cost:
+      O(log n + min(window size, tickets older than the answer)) ticket reads, where a run of
+      the joiner's or of a hopeless player's tickets counts O(log^2 n).
   The window is widened by a relative 1e-12 so that float rounding at the exact band edge can
   only add a candidate (each one is then tested exactly), never drop one.
 ]]
@@ -110,16 +141,29 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local windowEnd = windowAt + windowSize - 1
   local queueAt = 0
   local best, bestSeq = nil, nil
+  -- A run of one player's tickets is passed unread when the player is the joiner, or has no
+  -- ticket that fits (asked once per player, and only when a second ticket of theirs follows
+  -- an unfit one, so a queue of many players pays nothing).
+  local passable, sizes = { [player] = true }, {} -- sizes: a hopeless player's ticket count
+  local function passes(owner)
+    if passable[owner] == nil then passable[owner], sizes[owner] = hopeless(scope, queue, owner, rating, now, policy) end
+    return passable[owner]
+  end
+  local windowLast, queueLast = nil, nil -- the owner of the unfit ticket just read, in each order
   while true do
     local window = redis.call('ZRANGE', rkey, int(windowAt), int(math.min(windowEnd, windowAt + RATED_BATCH - 1)))
     local resume = windowAt + #window
     for i = 1, #window do
-      local seq = ratedCandidate(scope, window[i], player, rating, now, policy)
-      if seq == OWN then
-        resume = pastOwnRun(rkey, ownRatingKey(scope, queue, player), windowAt + i - 1, window[i])
+      local seq, owner = ratedCandidate(scope, window[i], player, rating, now, policy)
+      if seq then
+        if bestSeq == nil or seq < bestSeq then best, bestSeq = window[i], seq end
+        windowLast = nil
+      elseif (owner == player or owner == windowLast) and passes(owner) then
+        resume = pastRun(rkey, ownRatingKey(scope, queue, owner), windowAt + i - 1, window[i], sizes[owner])
         break
+      else
+        windowLast = owner
       end
-      if seq and (bestSeq == nil or seq < bestSeq) then best, bestSeq = window[i], seq end
     end
     windowAt = resume
     if windowAt > windowEnd then return best end
@@ -127,12 +171,13 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
     local inOrder = redis.call('ZRANGE', wkey, int(queueAt), int(queueAt + RATED_BATCH - 1))
     resume = queueAt + #inOrder
     for i = 1, #inOrder do
-      local seq = ratedCandidate(scope, inOrder[i], player, rating, now, policy)
-      if seq == OWN then
-        resume = pastOwnRun(wkey, ownRatedKey(scope, queue, player), queueAt + i - 1, inOrder[i])
+      local seq, owner = ratedCandidate(scope, inOrder[i], player, rating, now, policy)
+      if seq then return inOrder[i] end
+      if (owner == player or owner == queueLast) and passes(owner) then
+        resume = pastRun(wkey, ownRatedKey(scope, queue, owner), queueAt + i - 1, inOrder[i], sizes[owner])
         break
       end
-      if seq then return inOrder[i] end
+      queueLast = owner
     end
     -- A short batch read to its end was the end of the queue.
     if #inOrder < RATED_BATCH and resume == queueAt + #inOrder then return nil end

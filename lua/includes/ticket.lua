@@ -30,13 +30,16 @@ local function setQueuePolicy(scope, queue, policyJson, noCutoffs)
 end
 
 -- Puts a new waiting ticket into its queue's indexes.
--- `rating` is the ticket's rating as JSON number text, or "" when unrated.
-local function joinQueue(scope, id, queue, player, rating, seq, expiresAt)
+-- `rating` is the ticket's rating as JSON number text, or "" when unrated; a rated ticket
+-- brings its reach scores { up, down } as text (pairing.lua reachScores).
+local function joinQueue(scope, id, queue, player, rating, seq, expiresAt, reach)
   if rating ~= '' then
     redis.call('ZADD', waitingKey(scope, queue), seq, id)
     redis.call('ZADD', ratingKey(scope, queue), rating, id)
     redis.call('ZADD', ownRatedKey(scope, queue, player), seq, id)
     redis.call('ZADD', ownRatingKey(scope, queue, player), rating, id)
+    redis.call('ZADD', ownReachUpKey(scope, queue, player), reach[1], id)
+    redis.call('ZADD', ownReachDownKey(scope, queue, player), reach[2], id)
   else
     redis.call('ZADD', ownKey(scope, queue, player), seq, id)
     -- NX: a player's existing head is older than any new ticket.
@@ -63,6 +66,8 @@ local function leaveQueue(scope, id, queue, player, rated, hasCutoff)
     redis.call('ZREM', ratingKey(scope, queue), id)
     redis.call('ZREM', ownRatedKey(scope, queue, player), id)
     redis.call('ZREM', ownRatingKey(scope, queue, player), id)
+    redis.call('ZREM', ownReachUpKey(scope, queue, player), id)
+    redis.call('ZREM', ownReachDownKey(scope, queue, player), id)
   else
     local own = ownKey(scope, queue, player)
     local oldest = redis.call('ZRANGE', own, '0', '1', 'WITHSCORES')

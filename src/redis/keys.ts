@@ -94,10 +94,11 @@ export class Keys {
     return `${this.appScope(appId)}qo:${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
   }
 
-  /** Sorted sets: one player's waiting rated tickets in one queue, by sequence and by rating (keys.lua ownRatedKey, ownRatingKey). */
-  queuePlayerRated(appId: string, queue: string, player: string): { bySequence: string; byRating: string } {
+  /** Sorted sets of one player's waiting rated tickets in one queue (keys.lua ownRatedKey, ownRatingKey, ownReachUpKey, ownReachDownKey). */
+  queuePlayerRated(appId: string, queue: string, player: string): { bySequence: string; byRating: string; reachUp: string; reachDown: string } {
     const tail = `${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
-    return { bySequence: `${this.appScope(appId)}ro:${tail}`, byRating: `${this.appScope(appId)}rr:${tail}` };
+    const scope = this.appScope(appId);
+    return { bySequence: `${scope}ro:${tail}`, byRating: `${scope}rr:${tail}`, reachUp: `${scope}ru:${tail}`, reachDown: `${scope}rd:${tail}` };
   }
 
   /** Sorted set: waiting tickets of one queue that have a cutoff, score = expiresAt (keys.lua expiryKey). */

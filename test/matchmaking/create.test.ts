@@ -252,8 +252,8 @@ describe('pairing compatibility', () => {
       for (const t of own) expect((await create(t)).body.state).toBe('waiting');
       if (legacy) {
         // Tickets that waited before an upgrade are in the queue's indexes but not in the player's.
-        const { bySequence, byRating } = h.keys.queuePlayerRated(app.appId, queue.key, 'x');
-        expect(await h.redis.del(bySequence, byRating)).toBe(2);
+        const { bySequence, byRating, reachUp, reachDown } = h.keys.queuePlayerRated(app.appId, queue.key, 'x');
+        expect(await h.redis.del(bySequence, byRating, reachUp, reachDown)).toBe(4);
       }
       await h.setClock(app, T0 + 20_000); // x's bands are 30 now: 140 fits none of them
       const other = ticket({ queue, player: 'y', rating: 140 });
@@ -266,6 +266,35 @@ describe('pairing compatibility', () => {
       const next = await create(ticket({ queue, player: 'z', rating: 100 }));
       expect(next.body.match.tickets[0].input.id).toBe(own[0]!.id);
     }
+  });
+
+  it('a rated joiner reads on through another player\'s unfit tickets to that player\'s fit one, and passes a player with none', async () => {
+    // y: two tickets out of a joiner's reach at 100 (bands 10), then one within it, next in
+    // rating order: inside the band, on its lower edge, on its upper edge.
+    for (const fitRating of [95, 90, 110]) {
+      await h.setClock(app, T0);
+      // An old ticket far away widens the window: its band is 110 after 100 s.
+      const queue = ratedQueue(`reach-${fitRating}`, { initial: 10, widenPerSecond: 1 });
+      expect((await create(ticket({ queue, player: 'z', rating: 1000 }))).body.state).toBe('waiting');
+      await h.setClock(app, T0 + 100_000);
+      const fit = ticket({ queue, player: 'y', rating: fitRating });
+      for (const t of [ticket({ queue, player: 'y', rating: 80 }), ticket({ queue, player: 'y', rating: 81 }), fit]) {
+        expect((await create(t)).body.state).toBe('waiting');
+      }
+      const joined = await create(ticket({ queue, player: 'x', rating: 100 }));
+      expect(joined.body.state, `${fitRating}: ${JSON.stringify(joined.body)}`).toBe('matched');
+      expect(joined.body.match.tickets[0].input.id).toBe(fit.id);
+    }
+    // v: a flood out of reach of a joiner at 100; w, younger, within it: v is passed, w found.
+    const queue = ratedQueue('reach-flood', { initial: 10, widenPerSecond: 1 });
+    await h.setClock(app, T0);
+    expect((await create(ticket({ queue, player: 'z', rating: 1000 }))).body.state).toBe('waiting');
+    await h.setClock(app, T0 + 100_000);
+    for (let i = 0; i < 20; i++) expect((await create(ticket({ queue, player: 'v', rating: 115 }))).body.state).toBe('waiting');
+    const w = ticket({ queue, player: 'w', rating: 92 });
+    expect((await create(w)).body.state).toBe('waiting');
+    const next = await create(ticket({ queue, player: 'u', rating: 100 }));
+    expect(next.body.match.tickets[0].input.id).toBe(w.id);
   });
 
   it('never pairs rated with unrated tickets in one queue', async () => {
