@@ -14,9 +14,8 @@
                             UNRATED ticket in the queue (finds another player's oldest in O(log n))
     qo:<n>:<queue><player>  zset  one player's waiting unrated tickets in one queue, score =
                             sequence (<n> is the queue key's length, so the name is unambiguous)
-    ro:<n>:<queue><player>  zset  one player's waiting RATED tickets in one queue, score = sequence
-    rr:<n>:<queue><player>  zset  the same tickets, score = rating: with ro, pairing.lua skips a run
-                            of one player's tickets in qw or qr in O(log^2 n)
+    rr:<n>:<queue><player>  zset  one player's waiting RATED tickets in one queue, score = rating:
+                            pairing.lua passes a run of one player's tickets in qr in O(log^2 n)
     ru:<n>:<queue><player>  zset  the same tickets, score = rating + widen * createdAt (s)
     rd:<n>:<queue><player>  zset  the same tickets, score = widen * createdAt (s) - rating: two
                             ZCOUNTs tell that none of the player's tickets fits a joiner
@@ -44,7 +43,6 @@ local function headsKey(scope, queue) return scope .. 'qh:' .. queue end
 local function admissionLimitKey(scope) return scope .. 'rl:admissions' end
 local function statsKey(scope) return scope .. 'stats' end
 local function ownKey(scope, queue, player) return scope .. 'qo:' .. #queue .. ':' .. queue .. player end
-local function ownRatedKey(scope, queue, player) return scope .. 'ro:' .. #queue .. ':' .. queue .. player end
 local function ownRatingKey(scope, queue, player) return scope .. 'rr:' .. #queue .. ':' .. queue .. player end
 local function ownReachUpKey(scope, queue, player) return scope .. 'ru:' .. #queue .. ':' .. queue .. player end
 local function ownReachDownKey(scope, queue, player) return scope .. 'rd:' .. #queue .. ':' .. queue .. player end

@@ -76,14 +76,14 @@ local function hopeless(scope, queue, other, rating, now, policy)
   local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
   local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(rating + policy.initial + wt + slack))
   local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(policy.initial + wt - rating + slack))
-  local total = redis.call('ZCARD', ownRatedKey(scope, queue, other))
+  local total = redis.call('ZCARD', ownRatingKey(scope, queue, other))
   return total > 0 and up + down <= total, total
 end
 
 --[[
-  The rank just past a run of one player's tickets in `index` (the queue's qw or qr), the run
-  starting at `rank` with the member `id`. `own` is that player's index of the same order (ro
-  or rr: the same members, scores and so order). Both are read by rank: index[rank+m] is
+  The rank just past a run of one player's tickets in `index` (the queue's qr), the run
+  starting at `rank` with the member `id`. `own` is that player's index of the same order (rr:
+  the same members, scores and so order). Both are read by rank: index[rank+m] is
   own[j+m] (j the rank of `id` in own) exactly while index[rank..rank+m] are all the player's,
   so the run's end is found by galloping and bisection, O(log^2 n) for any length, and at once
   when the run reaches the player's last ticket. A ticket missing from `own` (it waited before
@@ -119,10 +119,10 @@ end
     - Otherwise two exact searches run in turns, a batch each, and the first to finish answers:
       the window read in rating order (the answer is its oldest compatible ticket, known once
       the window is read to its end), and the queue read in admission order (the answer is the
-      first compatible ticket met). Both pass a run of one player's tickets in one step
-      (pastRun) when the player is the joiner or has no ticket that fits (hopeless). Cost:
-      O(log n + min(window size, tickets older than the answer)) ticket reads, where a run of
-      the joiner's or of a hopeless player's tickets counts O(log^2 n).
+      first compatible ticket met). The window read passes a run of one player's tickets in
+      one step (pastRun) when the player is the joiner or has no ticket that fits (hopeless).
+      Cost: O(log n + min(window size, tickets older than the answer)) ticket reads, where a
+      run in the window of the joiner's or of a hopeless player's tickets counts O(log^2 n).
   The window is widened by a relative 1e-12 so that float rounding at the exact band edge can
   only add a candidate (each one is then tested exactly), never drop one.
 ]]
@@ -141,15 +141,16 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local windowEnd = windowAt + windowSize - 1
   local queueAt = 0
   local best, bestSeq = nil, nil
-  -- A run of one player's tickets is passed unread when the player is the joiner, or has no
-  -- ticket that fits (asked once per player, and only when a second ticket of theirs follows
-  -- an unfit one, so a queue of many players pays nothing).
+  -- In the window, a run of one player's tickets is passed unread when the player is the
+  -- joiner, or has no ticket that fits (asked once per player, and only when a second ticket
+  -- of theirs follows an unfit one, so a queue of many players pays nothing). The queue read
+  -- passes nothing: it only ever reads as many batches as the window read, which answers.
   local passable, sizes = { [player] = true }, {} -- sizes: a hopeless player's ticket count
   local function passes(owner)
     if passable[owner] == nil then passable[owner], sizes[owner] = hopeless(scope, queue, owner, rating, now, policy) end
     return passable[owner]
   end
-  local windowLast, queueLast = nil, nil -- the owner of the unfit ticket just read, in each order
+  local windowLast = nil -- the owner of the unfit ticket just read
   while true do
     local window = redis.call('ZRANGE', rkey, int(windowAt), int(math.min(windowEnd, windowAt + RATED_BATCH - 1)))
     local resume = windowAt + #window
@@ -169,19 +170,11 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
     if windowAt > windowEnd then return best end
 
     local inOrder = redis.call('ZRANGE', wkey, int(queueAt), int(queueAt + RATED_BATCH - 1))
-    resume = queueAt + #inOrder
     for i = 1, #inOrder do
-      local seq, owner = ratedCandidate(scope, inOrder[i], player, rating, now, policy)
-      if seq then return inOrder[i] end
-      if (owner == player or owner == queueLast) and passes(owner) then
-        resume = pastRun(wkey, ownRatedKey(scope, queue, owner), queueAt + i - 1, inOrder[i], sizes[owner])
-        break
-      end
-      queueLast = owner
+      if ratedCandidate(scope, inOrder[i], player, rating, now, policy) then return inOrder[i] end
     end
-    -- A short batch read to its end was the end of the queue.
-    if #inOrder < RATED_BATCH and resume == queueAt + #inOrder then return nil end
-    queueAt = resume
+    if #inOrder < RATED_BATCH then return nil end
+    queueAt = queueAt + RATED_BATCH
   end
 end
 

@@ -36,7 +36,6 @@ local function joinQueue(scope, id, queue, player, rating, seq, expiresAt, reach
   if rating ~= '' then
     redis.call('ZADD', waitingKey(scope, queue), seq, id)
     redis.call('ZADD', ratingKey(scope, queue), rating, id)
-    redis.call('ZADD', ownRatedKey(scope, queue, player), seq, id)
     redis.call('ZADD', ownRatingKey(scope, queue, player), rating, id)
     redis.call('ZADD', ownReachUpKey(scope, queue, player), reach[1], id)
     redis.call('ZADD', ownReachDownKey(scope, queue, player), reach[2], id)
@@ -64,7 +63,6 @@ local function leaveQueue(scope, id, queue, player, rated, hasCutoff)
   if rated then
     redis.call('ZREM', waitingKey(scope, queue), id)
     redis.call('ZREM', ratingKey(scope, queue), id)
-    redis.call('ZREM', ownRatedKey(scope, queue, player), id)
     redis.call('ZREM', ownRatingKey(scope, queue, player), id)
     redis.call('ZREM', ownReachUpKey(scope, queue, player), id)
     redis.call('ZREM', ownReachDownKey(scope, queue, player), id)

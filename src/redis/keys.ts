@@ -94,11 +94,11 @@ export class Keys {
     return `${this.appScope(appId)}qo:${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
   }
 
-  /** Sorted sets of one player's waiting rated tickets in one queue (keys.lua ownRatedKey, ownRatingKey, ownReachUpKey, ownReachDownKey). */
-  queuePlayerRated(appId: string, queue: string, player: string): { bySequence: string; byRating: string; reachUp: string; reachDown: string } {
+  /** Sorted sets of one player's waiting rated tickets in one queue (keys.lua ownRatingKey, ownReachUpKey, ownReachDownKey). */
+  queuePlayerRated(appId: string, queue: string, player: string): { byRating: string; reachUp: string; reachDown: string } {
     const tail = `${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
     const scope = this.appScope(appId);
-    return { bySequence: `${scope}ro:${tail}`, byRating: `${scope}rr:${tail}`, reachUp: `${scope}ru:${tail}`, reachDown: `${scope}rd:${tail}` };
+    return { byRating: `${scope}rr:${tail}`, reachUp: `${scope}ru:${tail}`, reachDown: `${scope}rd:${tail}` };
   }
 
   /** Sorted set: waiting tickets of one queue that have a cutoff, score = expiresAt (keys.lua expiryKey). */
