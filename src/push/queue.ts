@@ -52,21 +52,21 @@ export class PushProducer {
     this.queue = createPushQueue(this.connection, keys, logger);
   }
 
-  /**
-   * Adds the job under its notification id: adding an id that is still queued or kept is a no-op.
-   * Counted in versus_push_notifications_accepted_total once added (a replay that re-adds the
-   * job of a reserved idempotency record counts again; BullMQ keeps one job).
-   */
+  /** Adds the job under its notification id: adding an id that is still queued or kept is a no-op. */
   async enqueue(job: PushJob): Promise<void> {
     if (this.connection.status !== 'ready') throw new ApiError('unavailable', 'push queue connection is not ready');
     try {
       await withTimeout(this.queue.add(job.kind, job, { jobId: job.id }), ENQUEUE_TIMEOUT_MS, 'enqueue');
-      pushAccepted.inc({ app: job.origin, kind: job.kind });
     } catch (error) {
       if (error instanceof ApiError) throw error;
       this.logger.warn({ err: (error as Error).message }, 'enqueue failed');
       throw new ApiError('unavailable', `enqueue failed: ${(error as Error).message}`);
     }
+  }
+
+  /** Counts one accepted notification in versus_push_notifications_accepted_total (the route decides when: once per notification). */
+  countAccepted(job: PushJob): void {
+    pushAccepted.inc({ app: job.origin, kind: job.kind });
   }
 
   async ready(): Promise<void> {

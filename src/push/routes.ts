@@ -116,10 +116,23 @@ export function createPushRouter(services: Services): Router {
     return p;
   };
 
+  /**
+   * Enqueues an accepted notification and counts it once. An idempotent send counts when its
+   * record turns from reserved to queued; a retry that re-adds the job of a reserved record
+   * (its first request may have stopped before enqueueing) may be the one, so concurrent twins
+   * count one. A record left reserved (the mark failed) is counted by the retry that marks it.
+   */
+  const enqueueAccepted = async (appId: string, job: PushJob, idempotency: { keyHash: string; record: IdempotencyRecord } | null): Promise<void> => {
+    const queue = producer();
+    await queue.enqueue(job);
+    if (idempotency === null) return queue.countAccepted(job);
+    if (await store.markIdempotencyQueued(appId, idempotency.keyHash, idempotency.record).catch(() => false)) queue.countAccepted(job);
+  };
+
   /** A retry of an accepted send: the first answer; the job is re-added if the first request may not have enqueued it. */
-  const answerAgain = async (res: Response, record: IdempotencyRecord, fingerprint: string): Promise<void> => {
+  const answerAgain = async (res: Response, appId: string, keyHash: string, record: IdempotencyRecord, fingerprint: string): Promise<void> => {
     if (record.fp !== fingerprint) throw new ApiError('invalid_request', 'Idempotency-Key reused for a different notification');
-    if (record.state === 'reserved' && record.job) await producer().enqueue(record.job);
+    if (record.state === 'reserved' && record.job) await enqueueAccepted(appId, record.job, { keyHash, record });
     res.status(202).type('application/json').send(JSON.stringify({ id: record.id }));
   };
 
@@ -129,7 +142,7 @@ export function createPushRouter(services: Services): Router {
     noteApp(res, app.origin);
     if (idempotencyKey !== null) {
       const first = await store.idempotencyRecord(app.appId, idempotencyKey);
-      if (first) return answerAgain(res, first, fingerprint);
+      if (first) return answerAgain(res, app.appId, idempotencyKey, first, fingerprint);
     }
     if (app.push === false) throw new ApiError('push_not_declared', 'the manifest does not declare capabilities.push');
     if (app.pushMuted) throw new ApiError('push_muted', 'the operator muted this app');
@@ -151,26 +164,21 @@ export function createPushRouter(services: Services): Router {
       job = { kind: 'user', id, appId: app.appId, origin: app.origin, payload, wallet: to };
     }
 
-    const queue = producer();
+    producer(); // a process without a queue refuses before a token is taken or a key reserved
     const record: IdempotencyRecord = { id, fp: fingerprint, state: 'reserved', job };
     const limit = app.limits?.notifications ?? null;
     if (limit !== null) {
       // The last check: only a send that is accepted takes a token (an idempotent replay never
       // does), and a refusal enqueues and stores nothing.
       const taken = await store.acceptLimited(app.appId, limit, idempotencyKey === null ? null : { keyHash: idempotencyKey, record });
-      if ('answered' in taken) return answerAgain(res, taken.answered, fingerprint);
+      if ('answered' in taken) return answerAgain(res, app.appId, idempotencyKey!, taken.answered, fingerprint);
       if ('rateLimitedMs' in taken) throw new RateLimited('notification limit', taken.rateLimitedMs);
     }
-    if (idempotencyKey !== null) {
-      if (limit === null) {
-        const winner = await store.reserveIdempotency(app.appId, idempotencyKey, record);
-        if (winner) return answerAgain(res, winner, fingerprint);
-      }
-      await queue.enqueue(job);
-      await store.markIdempotencyQueued(app.appId, idempotencyKey, record).catch(() => {});
-    } else {
-      await queue.enqueue(job);
+    if (idempotencyKey !== null && limit === null) {
+      const winner = await store.reserveIdempotency(app.appId, idempotencyKey, record);
+      if (winner) return answerAgain(res, app.appId, idempotencyKey, winner, fingerprint);
     }
+    await enqueueAccepted(app.appId, job, idempotencyKey === null ? null : { keyHash: idempotencyKey, record });
     res.status(202).type('application/json').send(JSON.stringify({ id }));
   };
 

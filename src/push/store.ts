@@ -180,10 +180,15 @@ export class PushStore {
     return { accepted: true };
   }
 
-  /** The job is enqueued: the record keeps only the answer. */
-  async markIdempotencyQueued(appId: string, keyHash: string, record: IdempotencyRecord): Promise<void> {
+  /**
+   * The job is enqueued: the record keeps only the answer. True when this call turned it from
+   * reserved to queued (in one SET ... GET), which happens once per record however many
+   * requests enqueued its job.
+   */
+  async markIdempotencyQueued(appId: string, keyHash: string, record: IdempotencyRecord): Promise<boolean> {
     const queued: IdempotencyRecord = { id: record.id, fp: record.fp, state: 'queued' };
-    await this.redis.set(this.keys.pushIdempotency(appId, keyHash), JSON.stringify(queued), 'KEEPTTL', 'XX');
+    const before = (await this.redis.call('SET', this.keys.pushIdempotency(appId, keyHash), JSON.stringify(queued), 'XX', 'GET', 'KEEPTTL')) as string | null;
+    return before !== null && (JSON.parse(before) as IdempotencyRecord).state === 'reserved';
   }
 
   // ---- delivery state (worker)

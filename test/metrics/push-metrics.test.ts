@@ -3,6 +3,9 @@ import type { TestApp } from '../helpers/harness.js';
 import { PushWorld } from '../push/support/env.js';
 import type { SpawnedWorker } from '../push/support/processes.js';
 import { fetchMetrics, parseScrape, valueOf } from './prometheus.js';
+import { newNotificationId } from '../../src/push/queue.js';
+import { shortHash, type IdempotencyRecord } from '../../src/push/store.js';
+import { canonicalJson } from '../../src/shared/json.js';
 
 /**
  * Notification metrics: the API's accepted count (in-process API) and the worker's delivered,
@@ -82,5 +85,38 @@ describe('notification metrics', () => {
       for (const state of ['waiting', 'prioritized', 'active', 'delayed']) expect(valueOf(s, 'versus_push_queue_jobs', { state }), state).toBe(0);
       expect(valueOf(s, 'versus_stats_up')).toBe(1);
     }
+  });
+
+  it('count an idempotent notification once: concurrent twins, and retries that re-add the job of a reserved record', async () => {
+    const accepted = async () => valueOf(await scrape(world.harness.url), 'versus_push_notifications_accepted_total', { app: app.origin, kind: 'user' }) ?? 0;
+    const { wallet, subscription } = await world.user(app);
+    const before = await accepted();
+
+    const content = { to: wallet.address, title: 'twins', body: 'b' };
+    const twins = await Promise.all(Array.from({ length: 4 }, () => world.send(app, content, { idempotencyKey: 'twins-1' })));
+    expect(twins.map((r) => r.status)).toEqual([202, 202, 202, 202]);
+    expect(new Set(twins.map((r) => r.body.id)).size).toBe(1);
+    expect(await accepted()).toBe(before + 1);
+
+    // A request that reserved its key and stopped before enqueueing: its retries enqueue the
+    // job, and the one that turns the record to queued counts it.
+    const stopped = { to: wallet.address, title: 'stopped', body: 'b' };
+    const id = newNotificationId();
+    const payload = JSON.stringify({ id, title: "Metrics Game: stopped", body: 'b', url: app.origin, origin: app.origin });
+    const record: IdempotencyRecord = {
+      id,
+      fp: shortHash(`user\n${canonicalJson(stopped)}`),
+      state: 'reserved',
+      job: { kind: 'user', id, appId: app.appId, origin: app.origin, payload, wallet: wallet.address },
+    };
+    await world.harness.redis.set(world.keys.pushIdempotency(app.appId, shortHash('key:stopped-1')), JSON.stringify(record), 'EX', 3600);
+    const retries = await Promise.all([0, 1, 2].map(() => world.send(app, stopped, { idempotencyKey: 'stopped-1' })));
+    expect(retries.map((r) => r.body.id)).toEqual([id, id, id]);
+    expect(await accepted()).toBe(before + 2);
+    expect((await world.send(app, stopped, { idempotencyKey: 'stopped-1' })).body.id).toBe(id);
+    expect(await accepted()).toBe(before + 2);
+
+    for (const sent of [twins[0]!.body.id, id]) expect(await world.finished(sent)).toBe('completed');
+    expect(world.service.messagesFor(subscription.token)).toHaveLength(2);
   });
 });
