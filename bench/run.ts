@@ -81,6 +81,7 @@ function rows(results: Results, errors: Map<Section, string>, only: Set<Section>
       shape('(a) own tickets at head, rated', '(a) own head, rated', a.ownHeadRated);
       shape('(b) incompatible rated', '(b) rated', a.rated);
       shape("(b') one player's flood in a wide window", "(b') flood", a.floodInWindow);
+      shape("(b'') the flood's player also fits, nearer", "(b'') flood + fit", a.floodWithFit);
       const first = a.burst[0]!;
       for (const b of a.burst) {
         const ratio = b.perRetiredUs / first.perRetiredUs;

@@ -96,7 +96,7 @@ local partner, partnerPlayer, partnerNextSeq = findPartner(scope, queue, player,
 
 if not partner then
   redis.call('HSET', tkey, unpack(fields))
-  joinQueue(scope, id, queue, player, rating, seq, expiresAt, rated and reachScores(tonumber(rating), policy.widen, now) or nil)
+  joinQueue(scope, id, queue, player, rating, seq, expiresAt, rated and reachScores(tonumber(rating), policy.widen, tonumber(createdAt)) or nil)
   if expiresAt ~= '' and noCutoffs then setQueuePolicy(scope, queue, policyJson, false) end
   return { 'new', 'w', createdAt }
 end

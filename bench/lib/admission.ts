@@ -68,6 +68,7 @@ export interface AdmissionResults {
   ownHeadRated: DepthResult[];
   rated: DepthResult[];
   floodInWindow: DepthResult[];
+  floodWithFit: DepthResult[];
   burst: BurstResult[];
 }
 
@@ -219,9 +220,13 @@ async function ratedQueue(ctx: BenchContext, app: BenchApp, log: (line: string) 
  * made wide by an older ticket (DESIGN.md's (b) read as a single player's flood): policy
  * {initial 10, widen 1/s}; at T0 a ticket at -20; at T0+1000s its band is 1010, the flood waits at
  * 1015 (band 10), the joiner at 1000 fits none, waits and is cancelled. The window around 1000
- * holds the whole flood: this is the shape pairing.lua does not answer in O(log n).
+ * holds the whole flood, which pairing.lua passes because none of it reaches the joiner.
+ * (b'') the same, with one more ticket of the flood's player at 1005 after the flood: the joiner
+ * pairs with it, and the next such ticket is laid down after each admission (untimed). The
+ * player is no longer one without a reaching ticket: the flood is passed because the read,
+ * nearest first, has read that player's one reaching ticket before it meets the flood.
  */
-async function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: string) => void): Promise<DepthResult[]> {
+async function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: string) => void, withFit: boolean): Promise<DepthResult[]> {
   const policy = { initial: 10, widenPerSecond: 1 };
   const plans = [
     { depth: 0, perRound: 60, warmup: 20 },
@@ -229,26 +234,34 @@ async function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: strin
     { depth: 10_000, perRound: 5, warmup: 1 },
     { depth: 100_000, perRound: 2, warmup: 1 },
   ];
-  const queueOf = (depth: number): Queue => ({ key: `flood:${depth}`, size: 2, rating: policy });
+  const tag = withFit ? 'g' : 'f';
+  const name = withFit ? "(b'')" : "(b')";
+  const floodPlayer = 'player-flood....';
+  const queueOf = (depth: number): Queue => ({ key: `${tag}flood:${depth}`, size: 2, rating: policy });
   await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
   for (const { depth } of plans) {
-    await ctx.store.createTicket(app.appId, valid({ id: `f${depth}-old`, player: 'player-old......', queue: queueOf(depth), rating: -20, payload: PAYLOAD }));
+    await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-old`, player: 'player-old......', queue: queueOf(depth), rating: -20, payload: PAYLOAD }));
   }
   await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + 1_000_000));
   const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
   for (const { depth } of plans) {
     const queue = queueOf(depth);
+    const fit = async (i: number) => {
+      const state = stateOf(await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-fit-${i}`, player: floodPlayer, queue, rating: 1005, payload: PAYLOAD })));
+      if (state !== 'waiting') throw new Error(`bench shape broken: ${name}'s fitting ticket ${state}`);
+    };
     const start = nowMs();
-    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `f${depth}-${i}`, player: 'player-flood....', queue, rating: 1015, payload: PAYLOAD })));
+    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-${i}`, player: floodPlayer, queue, rating: 1015, payload: PAYLOAD })));
+    if (withFit) await fit(0);
     const setupMs = nowMs() - start;
-    if (depth > 0) log(`  (b') built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
-    const id = (i: number) => `f${depth}-join-${i}`;
+    if (depth > 0) log(`  ${name} built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
+    const id = (i: number) => `${tag}${depth}-join-${i}`;
     const series = new Series(
       ctx,
       id,
       (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: 'joiner-flood....', queue, rating: 1000, payload: PAYLOAD })),
-      'waiting',
-      (i) => ctx.store.cancelTicket(app.appId, id(i)),
+      withFit ? 'matched' : 'waiting',
+      (i) => (withFit ? fit(i + 1) : ctx.store.cancelTicket(app.appId, id(i))),
     );
     built.push({ depth, series, setupMs });
   }
@@ -376,8 +389,10 @@ export async function runAdmission(ctx: BenchContext, log: (line: string) => voi
   }
   {
     const app = await registerApp(ctx, 'flood');
-    results.floodInWindow = await floodInWindow(ctx, app, log);
+    results.floodInWindow = await floodInWindow(ctx, app, log, false);
     for (const r of results.floodInWindow) log(`  (b') one player's flood in a wide window, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    results.floodWithFit = await floodInWindow(ctx, app, log, true);
+    for (const r of results.floodWithFit) log(`  (b'') the same player's flood and one fitting ticket, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
     await deleteApp(ctx, app);
   }
   {

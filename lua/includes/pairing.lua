@@ -41,64 +41,79 @@ local function scoreBound(x)
   return string.format('%.17g', x)
 end
 
--- One waiting rated ticket: its sequence when it is another player's and compatible (else
--- nil), and its player.
-local function ratedCandidate(scope, id, player, rating, now, policy)
-  local f = redis.call('HMGET', ticketKey(scope, id), 'p', 'r', 'c', 'n')
-  if f[1] ~= player and math.abs(rating - tonumber(f[2])) <= tolerance(policy, tonumber(f[3]), now) then
-    return tonumber(f[4]), f[1]
-  end
-  return nil, f[1]
-end
-
 --[[
   A waiting rated ticket's scores in its player's reach indexes (keys.lua ru, rd), as text:
   up = rating + widen * t and down = widen * t - rating, t its createdAt in seconds. Fixed per
-  ticket (a queue's policy is fixed). Without max, a joiner at `r` fits a ticket above it
-  exactly when up <= r + initial + widen * now, and one below it exactly when
-  down <= initial + widen * now - r; every ticket below meets the first bound, every ticket
-  above the second.
+  ticket (a queue's policy is fixed), and recomputed bit for bit from the ticket's stored r and
+  c (ratedCandidate), which is why `createdAt` is the stored value. Without max, a joiner at
+  `r` fits a ticket above it exactly when up <= r + initial + widen * now, and one below it
+  exactly when down <= initial + widen * now - r; every ticket below meets the first bound,
+  every ticket above the second.
 ]]
 local function reachScores(rating, widen, createdAt)
   local wt = widen * (createdAt / 1000)
   return { scoreBound(rating + wt), scoreBound(wt - rating) }
 end
 
--- Whether none of `other`'s waiting tickets in the queue fits a joiner at `rating`, O(log n):
--- each of the player's tickets meets at least one of the two bounds (those below the joiner the
--- first, those above the second) and meets both exactly when it fits, ignoring max (which only
--- narrows bands), so up + down <= total means none fits. The bounds are widened by a relative
--- 1e-12: rounding can make a player look hopeful, never hopeless. A player whose tickets all
--- predate the reach indexes is never hopeless; one with some such tickets has only the indexed
--- ones passed (pastRun stops at the others, which are then read).
-local function hopeless(scope, queue, other, rating, now, policy)
+-- A joiner's two reach bounds (see reachScores), widened by a relative 1e-12: rounding can make
+-- a ticket count as reaching, never drop one.
+local function reachBounds(rating, now, policy)
   local wt = policy.widen * (now / 1000)
   local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
-  local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(rating + policy.initial + wt + slack))
-  local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(policy.initial + wt - rating + slack))
-  local total = redis.call('ZCARD', ownRatingKey(scope, queue, other))
-  return total > 0 and up + down <= total, total
+  return { rating + policy.initial + wt + slack, policy.initial + wt - rating + slack }
+end
+
+-- One waiting rated ticket: its sequence when it is another player's and compatible (else
+-- nil), its player, and, given the joiner's reach bounds, whether its scores meet both (what
+-- fitCount counts; max aside, every compatible ticket does).
+local function ratedCandidate(scope, id, player, rating, now, policy, reach)
+  local f = redis.call('HMGET', ticketKey(scope, id), 'p', 'r', 'c', 'n')
+  local r, c = tonumber(f[2]), tonumber(f[3])
+  local seq = nil
+  if f[1] ~= player and math.abs(rating - r) <= tolerance(policy, c, now) then seq = tonumber(f[4]) end
+  if not reach then return seq, f[1], false end
+  local wt = policy.widen * (c / 1000)
+  return seq, f[1], r + wt <= reach[1] and wt - r <= reach[2]
 end
 
 --[[
-  The rank just past a run of one player's tickets in `index` (the queue's qr), the run
-  starting at `rank` with the member `id`. `own` is that player's index of the same order (rr:
-  the same members, scores and so order). Both are read by rank: index[rank+m] is
-  own[j+m] (j the rank of `id` in own) exactly while index[rank..rank+m] are all the player's,
-  so the run's end is found by galloping and bisection, O(log^2 n) for any length, and at once
-  when the run reaches the player's last ticket. A ticket missing from `own` (it waited before
-  the player indexes existed) is passed alone, and ends any run. `ownSize`, when the caller
-  knows it, is the size of `own` (one ZCARD fewer).
+  How many of `other`'s waiting tickets in the queue meet both reach bounds, O(log n): each
+  ticket meets at least one of the two (those below the joiner the first, those above the
+  second), so up + down - total counts those meeting both. Tickets that meet neither both
+  bounds nor max do not fit, so once that many of the player's reaching tickets have been read,
+  the rest of the player's tickets need no reading. Returns false when the player has tickets
+  outside the reach indexes (they waited before ru/rd existed; rr holds them, so pastRun would
+  pass them): such a player is never passed. Also returns the player's ticket count.
 ]]
-local function pastRun(index, own, rank, id, ownSize)
+local function fitCount(scope, queue, other, reach)
+  local total = redis.call('ZCARD', ownReachUpKey(scope, queue, other))
+  if total == 0 or redis.call('ZCARD', ownRatingKey(scope, queue, other)) ~= total then return false, total end
+  local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(reach[1]))
+  local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(reach[2]))
+  return up + down - total, total
+end
+
+--[[
+  The rank just past a run of one player's tickets in `index` (the queue's qr), read in
+  direction `step` (1 up, -1 down) from `rank`, where the member `id` stands. `own` is that
+  player's index of the same order (rr: the same members, scores and so order). Both are read
+  by rank: index[rank + step*m] is own[j + step*m] (j the rank of `id` in own) exactly while
+  the tickets from `rank` to there are all the player's, so the run's end is found by
+  galloping and bisection, O(log^2 n) for any length, and at once when the run reaches the
+  player's last (or first) ticket. A ticket missing from `own` (it waited before the player
+  indexes existed) is passed alone, and ends any run. `ownSize`, when the caller knows it, is
+  the size of `own` (one ZCARD fewer).
+]]
+local function pastRun(index, own, rank, id, ownSize, step)
   local j = redis.call('ZRANK', own, id)
-  if not j then return rank + 1 end
+  if not j then return rank + step end
   local function inRun(m)
-    local mine = redis.call('ZRANGE', own, int(j + m), int(j + m))[1]
-    return mine ~= nil and redis.call('ZRANGE', index, int(rank + m), int(rank + m))[1] == mine
+    local mine = redis.call('ZRANGE', own, int(j + step * m), int(j + step * m))[1]
+    return mine ~= nil and redis.call('ZRANGE', index, int(rank + step * m), int(rank + step * m))[1] == mine
   end
-  local last = (ownSize or redis.call('ZCARD', own)) - 1 - j
-  if inRun(last) then return rank + last + 1 end
+  local last = j
+  if step == 1 then last = (ownSize or redis.call('ZCARD', own)) - 1 - j end
+  if inRun(last) then return rank + step * (last + 1) end
   local lo, hi = 0, 1 -- inRun(lo); not inRun(hi) once galloping stops
   while hi < last and inRun(hi) do lo, hi = hi, hi * 2 end
   if hi > last then hi = last end
@@ -106,7 +121,7 @@ local function pastRun(index, own, rank, id, ownSize)
     local mid = math.floor((lo + hi) / 2)
     if inRun(mid) then lo = mid else hi = mid end
   end
-  return rank + lo + 1
+  return rank + step * (lo + 1)
 end
 
 --[[
@@ -115,14 +130,19 @@ end
   No band is wider than the oldest waiting ticket's (bands only widen with waiting time), so
   every compatible ticket has a rating within that band of the joining rating: the "window".
     - An empty window (ZCOUNT, O(log n)) means no partner: the common case of a queue of
-      incompatible ratings costs O(log n) whatever its depth.
+      incompatible ratings costs O(log n) whatever its depth. A window of one batch is read
+      whole.
     - Otherwise two exact searches run in turns, a batch each, and the first to finish answers:
-      the window read in rating order (the answer is its oldest compatible ticket, known once
-      the window is read to its end), and the queue read in admission order (the answer is the
-      first compatible ticket met). The window read passes a run of one player's tickets in
-      one step (pastRun) when the player is the joiner or has no ticket that fits (hopeless).
+      the window read outward from the joining rating, nearest first (the answer is its oldest
+      compatible ticket, known once the window is read to both ends), and the queue read in
+      admission order (the answer is the first compatible ticket met).
+    - The window read passes a run of one player's tickets (pastRun) when the player is the
+      joiner, or every ticket of theirs that reaches the joiner has been read already (fitCount;
+      a player with none is passed at once). Reading nearest first is what makes that come
+      early: of one player's tickets, one that fits and one older that does not, the fitting one
+      is the nearer (its distance <= its band <= the older band < the older distance).
       Cost: O(log n + min(window size, tickets older than the answer)) ticket reads, where a
-      run in the window of the joiner's or of a hopeless player's tickets counts O(log^2 n).
+      run in the window of the joiner's or of a passed player's tickets counts O(log^2 n).
   The window is widened by a relative 1e-12 so that float rounding at the exact band edge can
   only add a candidate (each one is then tested exactly), never drop one.
 ]]
@@ -135,40 +155,94 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local low, high = scoreBound(rating - widest - slack), scoreBound(rating + widest + slack)
   local windowSize = redis.call('ZCOUNT', rkey, low, high)
   if windowSize == 0 then return nil end
+  local best, bestSeq = nil, nil
+  local function consider(id, seq)
+    if seq and (bestSeq == nil or seq < bestSeq) then best, bestSeq = id, seq end
+  end
 
   -- Both reads go by rank (O(log n + batch) each), never by a growing LIMIT offset.
   local windowAt = redis.call('ZCOUNT', rkey, '-inf', '(' .. low)
   local windowEnd = windowAt + windowSize - 1
-  local queueAt = 0
-  local best, bestSeq = nil, nil
-  -- In the window, a run of one player's tickets is passed unread when the player is the
-  -- joiner, or has no ticket that fits (asked once per player, and only when a second ticket
-  -- of theirs follows an unfit one, so a queue of many players pays nothing). The queue read
-  -- passes nothing: it only ever reads as many batches as the window read, which answers.
-  local passable, sizes = { [player] = true }, {} -- sizes: a hopeless player's ticket count
-  local function passes(owner)
-    if passable[owner] == nil then passable[owner], sizes[owner] = hopeless(scope, queue, owner, rating, now, policy) end
-    return passable[owner]
+  if windowSize <= RATED_BATCH then
+    local window = redis.call('ZRANGE', rkey, int(windowAt), int(windowEnd))
+    for i = 1, #window do consider(window[i], (ratedCandidate(scope, window[i], player, rating, now, policy))) end
+    return best
   end
-  local windowLast = nil -- the owner of the unfit ticket just read
+
+  -- The window read: two sides from the joining rating outward, merged nearest first. A side
+  -- holds its last fetched batch as ZRANGE returned it (`got`, member and score pairs, in rank
+  -- order); `k` is its next pair, taken up or down; `at` the next rank to fetch and `stop` the
+  -- last rank of the window that way; `distance` its next ticket's distance from the joiner.
+  local split = redis.call('ZCOUNT', rkey, '-inf', '(' .. scoreBound(rating))
+  split = math.max(windowAt, math.min(windowEnd + 1, split))
+  local sides = {
+    { step = -1, at = split - 1, stop = windowAt, got = {}, from = 0, k = 0, last = nil },
+    { step = 1, at = split, stop = windowEnd, got = {}, from = 0, k = 1, last = nil },
+  }
+  -- Whether the side has a next ticket, fetching a batch when its last one is used up.
+  local function fill(side)
+    local n = #side.got / 2
+    if side.k < 1 or side.k > n then
+      if (side.at - side.stop) * side.step > 0 then return false end
+      local from, to = side.at, math.min(side.stop, side.at + RATED_BATCH - 1)
+      if side.step < 0 then from, to = math.max(side.stop, side.at - RATED_BATCH + 1), side.at end
+      side.got, side.from = redis.call('ZRANGE', rkey, int(from), int(to), 'WITHSCORES'), from
+      side.k = side.step > 0 and 1 or #side.got / 2
+      side.at = side.step > 0 and to + 1 or from - 1
+      if side.k < 1 then return false end
+    end
+    side.distance = math.abs(tonumber(side.got[2 * side.k]) - rating)
+    return true
+  end
+
+  local reach = reachBounds(rating, now, policy)
+  -- Per other player: how many of their tickets reach the joiner (fitCount: false when the
+  -- player is never passed; asked once per player, and only when a second ticket of theirs that
+  -- does not fit follows one that does not, so a queue of many players pays nothing), their
+  -- ticket count, and the IDs of their reaching tickets read so far.
+  local fits, sizes, seen = {}, {}, {}
+  local function passes(owner)
+    if owner == player then return true end
+    if fits[owner] == nil then fits[owner], sizes[owner] = fitCount(scope, queue, owner, reach) end
+    local ids = seen[owner] or {}
+    if not fits[owner] or #ids < fits[owner] then return false end
+    if #ids == 0 then return true end
+    -- Only indexed tickets are counted: one that waited before ru existed may be among those read.
+    local indexed = 0
+    for _, score in ipairs(redis.call('ZMSCORE', ownReachUpKey(scope, queue, owner), unpack(ids))) do
+      if score then indexed = indexed + 1 end
+    end
+    return indexed == fits[owner]
+  end
+
+  local queueAt = 0
   while true do
-    local window = redis.call('ZRANGE', rkey, int(windowAt), int(math.min(windowEnd, windowAt + RATED_BATCH - 1)))
-    local resume = windowAt + #window
-    for i = 1, #window do
-      local seq, owner = ratedCandidate(scope, window[i], player, rating, now, policy)
+    for _ = 1, RATED_BATCH do
+      local below, above = sides[1], sides[2]
+      local hasBelow, hasAbove = fill(below), fill(above)
+      if not hasBelow and not hasAbove then return best end
+      local side = above
+      if hasBelow and (not hasAbove or below.distance < above.distance) then side = below end
+      local id, rank = side.got[2 * side.k - 1], side.from + side.k - 1
+      side.k = side.k + side.step
+      local seq, owner, reaches = ratedCandidate(scope, id, player, rating, now, policy, reach)
+      if reaches and owner ~= player then
+        seen[owner] = seen[owner] or {}
+        seen[owner][#seen[owner] + 1] = id
+      end
       if seq then
-        if bestSeq == nil or seq < bestSeq then best, bestSeq = window[i], seq end
-        windowLast = nil
-      elseif (owner == player or owner == windowLast) and passes(owner) then
-        resume = pastRun(rkey, ownRatingKey(scope, queue, owner), windowAt + i - 1, window[i], sizes[owner])
-        break
+        consider(id, seq)
+        side.last = nil
+      elseif (owner == player or owner == side.last) and passes(owner) then
+        side.at = pastRun(rkey, ownRatingKey(scope, queue, owner), rank, id, sizes[owner], side.step)
+        side.got, side.k, side.last = {}, 0, nil
       else
-        windowLast = owner
+        side.last = owner
       end
     end
-    windowAt = resume
-    if windowAt > windowEnd then return best end
 
+    -- The queue read passes nothing: it only ever reads as many batches as the window read,
+    -- which answers.
     local inOrder = redis.call('ZRANGE', wkey, int(queueAt), int(queueAt + RATED_BATCH - 1))
     for i = 1, #inOrder do
       if ratedCandidate(scope, inOrder[i], player, rating, now, policy) then return inOrder[i] end

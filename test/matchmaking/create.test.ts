@@ -285,6 +285,23 @@ describe('pairing compatibility', () => {
       expect(joined.body.state, `${fitRating}: ${JSON.stringify(joined.body)}`).toBe('matched');
       expect(joined.body.match.tickets[0].input.id).toBe(fit.id);
     }
+    // The same after an upgrade: y's tickets waited before the reach indexes (ru, rd) existed but
+    // after the rating index (rr). Counting y's fit tickets from ru/rd alone would call y hopeless.
+    {
+      await h.setClock(app, T0);
+      const queue = ratedQueue('reach-legacy', { initial: 10, widenPerSecond: 1 });
+      expect((await create(ticket({ queue, player: 'z', rating: 1000 }))).body.state).toBe('waiting');
+      await h.setClock(app, T0 + 100_000);
+      const fit = ticket({ queue, player: 'y', rating: 95 });
+      for (const t of [ticket({ queue, player: 'y', rating: 80 }), ticket({ queue, player: 'y', rating: 81 }), fit]) {
+        expect((await create(t)).body.state).toBe('waiting');
+      }
+      const { reachUp, reachDown } = h.keys.queuePlayerRated(app.appId, queue.key, 'y');
+      expect(await h.redis.del(reachUp, reachDown)).toBe(2);
+      const joined = await create(ticket({ queue, player: 'x', rating: 100 }));
+      expect(joined.body.state, JSON.stringify(joined.body)).toBe('matched');
+      expect(joined.body.match.tickets[0].input.id).toBe(fit.id);
+    }
     // v: a flood out of reach of a joiner at 100; w, younger, within it: v is passed, w found.
     const queue = ratedQueue('reach-flood', { initial: 10, widenPerSecond: 1 });
     await h.setClock(app, T0);
@@ -295,6 +312,97 @@ describe('pairing compatibility', () => {
     expect((await create(w)).body.state).toBe('waiting');
     const next = await create(ticket({ queue, player: 'u', rating: 100 }));
     expect(next.body.match.tickets[0].input.id).toBe(w.id);
+  });
+
+  describe('in a window wider than one read batch, where the rating-order read answers first', () => {
+    // Policy {initial 10, widen 1/s}; the joiner (x) comes at 100 at T0+100s. 40 old tickets far
+    // away (band 110 by then) make the window [-10, 210] and keep the admission-order read busy for
+    // three batches, so the window read, which passes runs of a player's tickets, is what answers.
+    // Each case runs with ratings as given (tickets above the joiner) and mirrored around 100
+    // (below it), so both directions of the read are tried.
+    const policy = { initial: 10, widenPerSecond: 1 };
+    let n = 0;
+    async function scene(mirror: boolean): Promise<{ queue: ReturnType<typeof ratedQueue>; at: (rating: number) => number; put: (player: string, rating: number) => Promise<string> }> {
+      const queue = ratedQueue(`wide-${(n += 1)}`, policy);
+      const at = (rating: number) => (mirror ? 200 - rating : rating);
+      const put = async (player: string, rating: number) => {
+        const t = ticket({ queue, player, rating: at(rating) });
+        expect((await create(t)).body.state, `${player} at ${at(rating)}`).toBe('waiting');
+        return t.id;
+      };
+      await h.setClock(app, T0);
+      for (let i = 0; i < 40; i++) await put('far', 5000);
+      return { queue, at, put };
+    }
+    const flood = async (put: (player: string, rating: number) => Promise<string>, player: string, rating: number, count = 20) => {
+      for (let i = 0; i < count; i++) await put(player, rating);
+    };
+    const join = async (queue: ReturnType<typeof ratedQueue>) => (await create(ticket({ queue, player: 'x', rating: 100 }))).body;
+
+    it('reads a player\'s nearer unfit tickets until all of that player\'s reaching ones are read', async () => {
+      for (const mirror of [false, true]) {
+        const { queue, put } = await scene(mirror);
+        await h.setClock(app, T0 + 50_000);
+        const f1 = await put('y', 155); // band 60 at the join: fits
+        await put('y', 156); // fits too, younger
+        await h.setClock(app, T0 + 100_000);
+        await flood(put, 'y', 125); // band 10: out of reach, and nearer than y's fitting two
+        const joined = await join(queue);
+        expect(joined.state, `mirror ${mirror}: ${JSON.stringify(joined)}`).toBe('matched');
+        expect(joined.match.tickets[0].input.id).toBe(f1);
+      }
+    });
+
+    it('after passing a run of the joiner\'s own tickets, reads the ticket just beyond it', async () => {
+      // Runs of 17 (its last ticket is a galloping step) and 13 (found by bisection).
+      for (const run of [17, 13]) {
+        for (const mirror of [false, true]) {
+          const { queue, put } = await scene(mirror);
+          await h.setClock(app, T0 + 10_000);
+          const z = await put('z', 145); // band 20 when x's flood comes, 100 at the join
+          await h.setClock(app, T0 + 20_000);
+          await flood(put, 'x', 124, run);
+          await put('x', 170); // beyond z: the run ends before x's last ticket
+          await h.setClock(app, T0 + 100_000);
+          await flood(put, 'v', 20, 4); // out of reach on the other side: the window holds more than a batch
+          const joined = await join(queue);
+          expect(joined.state, `run ${run}, mirror ${mirror}: ${JSON.stringify(joined)}`).toBe('matched');
+          expect(joined.match.tickets[0].input.id).toBe(z);
+        }
+      }
+    });
+
+    it('never passes a player with tickets from before the reach indexes (in rr, not in ru and rd)', async () => {
+      for (const mirror of [false, true]) {
+        const { queue, put } = await scene(mirror);
+        await h.setClock(app, T0 + 50_000);
+        const f = await put('y', 155);
+        await h.setClock(app, T0 + 100_000);
+        await flood(put, 'y', 125);
+        const { reachUp, reachDown } = h.keys.queuePlayerRated(app.appId, queue.key, 'y');
+        expect(await h.redis.zrem(reachUp, f)).toBe(1);
+        expect(await h.redis.zrem(reachDown, f)).toBe(1);
+        const joined = await join(queue);
+        expect(joined.state, `mirror ${mirror}: ${JSON.stringify(joined)}`).toBe('matched');
+        expect(joined.match.tickets[0].input.id).toBe(f);
+      }
+    });
+
+    it('counts only indexed tickets as a player\'s reaching ones read (one from before rr is read, not counted)', async () => {
+      for (const mirror of [false, true]) {
+        const { queue, put } = await scene(mirror);
+        await h.setClock(app, T0 + 50_000);
+        const f = await put('y', 155);
+        await h.setClock(app, T0 + 100_000);
+        await flood(put, 'y', 125);
+        const early = await put('y', 108); // fits, nearest; as if it waited before rr existed
+        const { byRating, reachUp, reachDown } = h.keys.queuePlayerRated(app.appId, queue.key, 'y');
+        for (const key of [byRating, reachUp, reachDown]) expect(await h.redis.zrem(key, early)).toBe(1);
+        const joined = await join(queue);
+        expect(joined.state, `mirror ${mirror}: ${JSON.stringify(joined)}`).toBe('matched');
+        expect(joined.match.tickets[0].input.id).toBe(f); // older than `early`
+      }
+    });
   });
 
   it('never pairs rated with unrated tickets in one queue', async () => {

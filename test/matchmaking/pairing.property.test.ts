@@ -191,6 +191,23 @@ describe('the indexed pairing engine agrees with the reference rule', () => {
     );
   });
 
+  it('on 150 sequences behind 40 old tickets far away, with two waves of floods, so that the rating-order read answers', async () => {
+    // The far tickets never fit (rating 1000) but head the admission order: the admission-order
+    // read needs three batches to pass them, while the window read, passing runs of players whose
+    // reaching tickets it has read (pairing.lua fitCount), usually finishes first. Two waves 2.5 s
+    // apart give one player's tickets two band widths, so an older fitting ticket can lie beyond
+    // younger ones that do not fit.
+    const far: Command[] = Array.from({ length: 40 }, (): Command => ({ kind: 'create', player: 9, rated: true, rating: 1000, cutoffIn: null }));
+    const wave = (flood: FloodTicket[]): Command[] => flood.map((f): Command => ({ kind: 'create', player: f.player, rated: true, rating: f.rating, cutoffIn: null }));
+    const before = floodArb.map((first): Command[] => [...far, ...wave(first), { kind: 'advance', ms: 2500 }]);
+    await fc.assert(
+      fc.asyncProperty(policyArb, before, floodArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, first, flood, commands) =>
+        runSequence(policy, commands, flood, first),
+      ),
+      { numRuns: 150, ...replay },
+    );
+  });
+
   it('on 150 sequences that start with a flood deeper than one read batch', async () => {
     await fc.assert(
       fc.asyncProperty(policyArb, floodArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, flood, commands) =>
