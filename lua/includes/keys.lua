@@ -18,7 +18,7 @@
                             pairing.lua passes a run of one player's tickets in qr in O(log^2 n)
     ru:<n>:<queue><player>  zset  the same tickets, score = rating + widen * createdAt (s)
     rd:<n>:<queue><player>  zset  the same tickets, score = widen * createdAt (s) - rating: two
-                            ZCOUNTs tell that none of the player's tickets fits a joiner
+                            ZCOUNTs count the player's tickets that reach a joiner (pairing.lua fitCount)
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
     rl:admissions  string   state of the app's admission limit (ratelimit.lua); absent: bucket full
     stats          hash     the app's matchmaking event counters, each HINCRBY'd by the script
