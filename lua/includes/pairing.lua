@@ -60,20 +60,20 @@ end
 local function reachBounds(rating, now, policy)
   local wt = policy.widen * (now / 1000)
   local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
-  return { rating + policy.initial + wt + slack, policy.initial + wt - rating + slack }
+  return rating + policy.initial + wt + slack, policy.initial + wt - rating + slack
 end
 
 -- One waiting rated ticket: its sequence when it is another player's and compatible (else
 -- nil), its player, and, given the joiner's reach bounds, whether its scores meet both (what
 -- fitCount counts; max aside, every compatible ticket does).
-local function ratedCandidate(scope, id, player, rating, now, policy, reach)
+local function ratedCandidate(scope, id, player, rating, now, policy, reachUp, reachDown)
   local f = redis.call('HMGET', ticketKey(scope, id), 'p', 'r', 'c', 'n')
   local r, c = tonumber(f[2]), tonumber(f[3])
   local seq = nil
   if f[1] ~= player and math.abs(rating - r) <= tolerance(policy, c, now) then seq = tonumber(f[4]) end
-  if not reach then return seq, f[1], false end
+  if not reachUp then return seq, f[1], false end
   local wt = policy.widen * (c / 1000)
-  return seq, f[1], r + wt <= reach[1] and wt - r <= reach[2]
+  return seq, f[1], r + wt <= reachUp and wt - r <= reachDown
 end
 
 --[[
@@ -85,12 +85,74 @@ end
   outside the reach indexes (they waited before ru/rd existed; rr holds them, so pastRun would
   pass them): such a player is never passed. Also returns the player's ticket count.
 ]]
-local function fitCount(scope, queue, other, reach)
+local function fitCount(scope, queue, other, reachUp, reachDown)
   local total = redis.call('ZCARD', ownReachUpKey(scope, queue, other))
   if total == 0 or redis.call('ZCARD', ownRatingKey(scope, queue, other)) ~= total then return false, total end
-  local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(reach[1]))
-  local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(reach[2]))
+  local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(reachUp))
+  local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(reachDown))
   return up + down - total, total
+end
+
+--[[
+  Whether the window read may pass a run of `owner`'s tickets: every ticket of theirs that
+  reaches the joiner has been read. `known[owner]` holds `ids`, the owner's reaching tickets
+  read so far, and once asked, `fit` and `size` from fitCount (asked once per player).
+]]
+local function passable(scope, queue, known, owner, reachUp, reachDown)
+  local k = known[owner]
+  if not k then k = { ids = {} }; known[owner] = k end
+  if k.fit == nil then k.fit, k.size = fitCount(scope, queue, owner, reachUp, reachDown) end
+  if not k.fit or #k.ids < k.fit then return false end
+  if #k.ids == 0 then return true end
+  -- Only indexed tickets are counted: one that waited before ru existed may be among those read.
+  local indexed = 0
+  for _, score in ipairs(redis.call('ZMSCORE', ownReachUpKey(scope, queue, owner), unpack(k.ids))) do
+    if score then indexed = indexed + 1 end
+  end
+  return indexed == k.fit
+end
+
+--[[
+  One side of the window read (findRatedPartner), from the joining rating outward:
+    step      1 up the rating index, -1 down
+    at, stop  the next rank to fetch, and the last rank of the window that way
+    got       the last fetched batch as ZRANGE returned it, in rank order, `width` entries a
+              ticket: 2 with scores (the ratings, for nearest first), 1 without
+    from, k   the rank of got's first ticket, and the index of the side's next ticket in it
+    batch     the next fetch's size: the first is small (the nearest tickets often start a
+              run that is passed), the rest RATED_BATCH
+    last      the owner of the unfit ticket just read on this side
+]]
+local NO_TICKETS = {} -- shared, never written
+local function newSide(step, at, stop)
+  return { step = step, at = at, stop = stop, got = NO_TICKETS, width = 1, from = 0, k = 0, batch = 2, last = nil }
+end
+
+local function sideExhausted(side)
+  return (side.k < 1 or side.k > #side.got / side.width) and (side.at - side.stop) * side.step > 0
+end
+
+-- Whether `side` has a next ticket, fetching a batch when its last one is used up. Scores are
+-- fetched only while the other side may still hold tickets: alone, a side needs no distances.
+local function fillSide(side, other, rkey)
+  if side.k >= 1 and side.k <= #side.got / side.width then return true end
+  if (side.at - side.stop) * side.step > 0 then return false end
+  local from, to = side.at, math.min(side.stop, side.at + side.batch - 1)
+  if side.step < 0 then from, to = math.max(side.stop, side.at - side.batch + 1), side.at end
+  if sideExhausted(other) then
+    side.got, side.width = redis.call('ZRANGE', rkey, int(from), int(to)), 1
+  else
+    side.got, side.width = redis.call('ZRANGE', rkey, int(from), int(to), 'WITHSCORES'), 2
+  end
+  side.from, side.batch = from, RATED_BATCH
+  side.k = side.step > 0 and 1 or #side.got / side.width
+  side.at = side.step > 0 and to + 1 or from - 1
+  return side.k >= 1
+end
+
+-- The distance from the joining rating of the side's next ticket (a batch with scores).
+local function headDistance(side, rating)
+  return math.abs(tonumber(side.got[2 * side.k]) - rating)
 end
 
 --[[
@@ -156,86 +218,48 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local windowSize = redis.call('ZCOUNT', rkey, low, high)
   if windowSize == 0 then return nil end
   local best, bestSeq = nil, nil
-  local function consider(id, seq)
-    if seq and (bestSeq == nil or seq < bestSeq) then best, bestSeq = id, seq end
-  end
 
   -- Both reads go by rank (O(log n + batch) each), never by a growing LIMIT offset.
   local windowAt = redis.call('ZCOUNT', rkey, '-inf', '(' .. low)
   local windowEnd = windowAt + windowSize - 1
   if windowSize <= RATED_BATCH then
     local window = redis.call('ZRANGE', rkey, int(windowAt), int(windowEnd))
-    for i = 1, #window do consider(window[i], (ratedCandidate(scope, window[i], player, rating, now, policy))) end
+    for i = 1, #window do
+      local seq = ratedCandidate(scope, window[i], player, rating, now, policy)
+      if seq and (bestSeq == nil or seq < bestSeq) then best, bestSeq = window[i], seq end
+    end
     return best
   end
 
-  -- The window read: two sides from the joining rating outward, merged nearest first. A side
-  -- holds its last fetched batch as ZRANGE returned it (`got`, member and score pairs, in rank
-  -- order); `k` is its next pair, taken up or down; `at` the next rank to fetch and `stop` the
-  -- last rank of the window that way; `distance` its next ticket's distance from the joiner.
   local split = redis.call('ZCOUNT', rkey, '-inf', '(' .. scoreBound(rating))
   split = math.max(windowAt, math.min(windowEnd + 1, split))
-  local sides = {
-    { step = -1, at = split - 1, stop = windowAt, got = {}, from = 0, k = 0, last = nil },
-    { step = 1, at = split, stop = windowEnd, got = {}, from = 0, k = 1, last = nil },
-  }
-  -- Whether the side has a next ticket, fetching a batch when its last one is used up.
-  local function fill(side)
-    local n = #side.got / 2
-    if side.k < 1 or side.k > n then
-      if (side.at - side.stop) * side.step > 0 then return false end
-      local from, to = side.at, math.min(side.stop, side.at + RATED_BATCH - 1)
-      if side.step < 0 then from, to = math.max(side.stop, side.at - RATED_BATCH + 1), side.at end
-      side.got, side.from = redis.call('ZRANGE', rkey, int(from), int(to), 'WITHSCORES'), from
-      side.k = side.step > 0 and 1 or #side.got / 2
-      side.at = side.step > 0 and to + 1 or from - 1
-      if side.k < 1 then return false end
-    end
-    side.distance = math.abs(tonumber(side.got[2 * side.k]) - rating)
-    return true
-  end
-
-  local reach = reachBounds(rating, now, policy)
-  -- Per other player: how many of their tickets reach the joiner (fitCount: false when the
-  -- player is never passed; asked once per player, and only when a second ticket of theirs that
-  -- does not fit follows one that does not, so a queue of many players pays nothing), their
-  -- ticket count, and the IDs of their reaching tickets read so far.
-  local fits, sizes, seen = {}, {}, {}
-  local function passes(owner)
-    if owner == player then return true end
-    if fits[owner] == nil then fits[owner], sizes[owner] = fitCount(scope, queue, owner, reach) end
-    local ids = seen[owner] or {}
-    if not fits[owner] or #ids < fits[owner] then return false end
-    if #ids == 0 then return true end
-    -- Only indexed tickets are counted: one that waited before ru existed may be among those read.
-    local indexed = 0
-    for _, score in ipairs(redis.call('ZMSCORE', ownReachUpKey(scope, queue, owner), unpack(ids))) do
-      if score then indexed = indexed + 1 end
-    end
-    return indexed == fits[owner]
-  end
+  local below, above = newSide(-1, split - 1, windowAt), newSide(1, split, windowEnd)
+  local reachUp, reachDown = reachBounds(rating, now, policy)
+  local known = {} -- per other player: see passable
 
   local queueAt = 0
   while true do
     for _ = 1, RATED_BATCH do
-      local below, above = sides[1], sides[2]
-      local hasBelow, hasAbove = fill(below), fill(above)
+      local hasBelow, hasAbove = fillSide(below, above, rkey), fillSide(above, below, rkey)
       if not hasBelow and not hasAbove then return best end
       local side = above
-      if hasBelow and (not hasAbove or below.distance < above.distance) then side = below end
-      local id, rank = side.got[2 * side.k - 1], side.from + side.k - 1
+      if hasBelow and (not hasAbove or headDistance(below, rating) < headDistance(above, rating)) then side = below end
+      local id, rank = side.got[side.width * (side.k - 1) + 1], side.from + side.k - 1
       side.k = side.k + side.step
-      local seq, owner, reaches = ratedCandidate(scope, id, player, rating, now, policy, reach)
+      local seq, owner, reaches = ratedCandidate(scope, id, player, rating, now, policy, reachUp, reachDown)
       if reaches and owner ~= player then
-        seen[owner] = seen[owner] or {}
-        seen[owner][#seen[owner] + 1] = id
+        if not known[owner] then known[owner] = { ids = {} } end
+        local ids = known[owner].ids
+        ids[#ids + 1] = id
       end
       if seq then
-        consider(id, seq)
+        if bestSeq == nil or seq < bestSeq then best, bestSeq = id, seq end
         side.last = nil
-      elseif (owner == player or owner == side.last) and passes(owner) then
-        side.at = pastRun(rkey, ownRatingKey(scope, queue, owner), rank, id, sizes[owner], side.step)
-        side.got, side.k, side.last = {}, 0, nil
+      elseif owner == player or (owner == side.last and passable(scope, queue, known, owner, reachUp, reachDown)) then
+        -- A run of the joiner's own tickets, or of a player all of whose reaching ones are read.
+        local size = owner ~= player and known[owner].size or nil
+        side.at = pastRun(rkey, ownRatingKey(scope, queue, owner), rank, id, size, side.step)
+        side.got, side.k, side.last = NO_TICKETS, 0, nil
       else
         side.last = owner
       end
