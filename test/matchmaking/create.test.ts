@@ -322,7 +322,8 @@ describe('pairing compatibility', () => {
     // (below it), so both directions of the read are tried.
     const policy = { initial: 10, widenPerSecond: 1 };
     let n = 0;
-    async function scene(mirror: boolean): Promise<{ queue: ReturnType<typeof ratedQueue>; at: (rating: number) => number; put: (player: string, rating: number) => Promise<string> }> {
+    type Put = (player: string, rating: number) => Promise<string>;
+    async function scene(mirror: boolean): Promise<{ queue: ReturnType<typeof ratedQueue>; put: Put }> {
       const queue = ratedQueue(`wide-${(n += 1)}`, policy);
       const at = (rating: number) => (mirror ? 200 - rating : rating);
       const put = async (player: string, rating: number) => {
@@ -332,12 +333,25 @@ describe('pairing compatibility', () => {
       };
       await h.setClock(app, T0);
       for (let i = 0; i < 40; i++) await put('far', 5000);
-      return { queue, at, put };
+      return { queue, put };
     }
-    const flood = async (put: (player: string, rating: number) => Promise<string>, player: string, rating: number, count = 20) => {
+    const flood = async (put: Put, player: string, rating: number, count = 20) => {
       for (let i = 0; i < count; i++) await put(player, rating);
     };
-    const join = async (queue: ReturnType<typeof ratedQueue>) => (await create(ticket({ queue, player: 'x', rating: 100 }))).body;
+    /** y's tickets: one at 155 (band 60 at the join: it fits), and later a flood out of reach at 125, nearer. */
+    async function fitThenFlood(put: Put): Promise<string> {
+      await h.setClock(app, T0 + 50_000);
+      const fit = await put('y', 155);
+      await h.setClock(app, T0 + 100_000);
+      await flood(put, 'y', 125);
+      return fit;
+    }
+    /** x joins at 100 and must pair with `partner`. */
+    async function expectPairing(queue: ReturnType<typeof ratedQueue>, partner: string, label: string): Promise<void> {
+      const joined = (await create(ticket({ queue, player: 'x', rating: 100 }))).body;
+      expect(joined.state, `${label}: ${JSON.stringify(joined)}`).toBe('matched');
+      expect(joined.match.tickets[0].input.id).toBe(partner);
+    }
 
     it('reads a player\'s nearer unfit tickets until all of that player\'s reaching ones are read', async () => {
       for (const mirror of [false, true]) {
@@ -347,9 +361,7 @@ describe('pairing compatibility', () => {
         await put('y', 156); // fits too, younger
         await h.setClock(app, T0 + 100_000);
         await flood(put, 'y', 125); // band 10: out of reach, and nearer than y's fitting two
-        const joined = await join(queue);
-        expect(joined.state, `mirror ${mirror}: ${JSON.stringify(joined)}`).toBe('matched');
-        expect(joined.match.tickets[0].input.id).toBe(f1);
+        await expectPairing(queue, f1, `mirror ${mirror}`);
       }
     });
 
@@ -365,9 +377,7 @@ describe('pairing compatibility', () => {
           await put('x', 170); // beyond z: the run ends before x's last ticket
           await h.setClock(app, T0 + 100_000);
           await flood(put, 'v', 20, 4); // out of reach on the other side: the window holds more than a batch
-          const joined = await join(queue);
-          expect(joined.state, `run ${run}, mirror ${mirror}: ${JSON.stringify(joined)}`).toBe('matched');
-          expect(joined.match.tickets[0].input.id).toBe(z);
+          await expectPairing(queue, z, `run ${run}, mirror ${mirror}`);
         }
       }
     });
@@ -375,32 +385,22 @@ describe('pairing compatibility', () => {
     it('never passes a player with tickets from before the reach indexes (in rr, not in ru and rd)', async () => {
       for (const mirror of [false, true]) {
         const { queue, put } = await scene(mirror);
-        await h.setClock(app, T0 + 50_000);
-        const f = await put('y', 155);
-        await h.setClock(app, T0 + 100_000);
-        await flood(put, 'y', 125);
+        const fit = await fitThenFlood(put);
         const { reachUp, reachDown } = h.keys.queuePlayerRated(app.appId, queue.key, 'y');
-        expect(await h.redis.zrem(reachUp, f)).toBe(1);
-        expect(await h.redis.zrem(reachDown, f)).toBe(1);
-        const joined = await join(queue);
-        expect(joined.state, `mirror ${mirror}: ${JSON.stringify(joined)}`).toBe('matched');
-        expect(joined.match.tickets[0].input.id).toBe(f);
+        expect(await h.redis.zrem(reachUp, fit)).toBe(1);
+        expect(await h.redis.zrem(reachDown, fit)).toBe(1);
+        await expectPairing(queue, fit, `mirror ${mirror}`);
       }
     });
 
     it('counts only indexed tickets as a player\'s reaching ones read (one from before rr is read, not counted)', async () => {
       for (const mirror of [false, true]) {
         const { queue, put } = await scene(mirror);
-        await h.setClock(app, T0 + 50_000);
-        const f = await put('y', 155);
-        await h.setClock(app, T0 + 100_000);
-        await flood(put, 'y', 125);
+        const fit = await fitThenFlood(put);
         const early = await put('y', 108); // fits, nearest; as if it waited before rr existed
         const { byRating, reachUp, reachDown } = h.keys.queuePlayerRated(app.appId, queue.key, 'y');
         for (const key of [byRating, reachUp, reachDown]) expect(await h.redis.zrem(key, early)).toBe(1);
-        const joined = await join(queue);
-        expect(joined.state, `mirror ${mirror}: ${JSON.stringify(joined)}`).toBe('matched');
-        expect(joined.match.tickets[0].input.id).toBe(f); // older than `early`
+        await expectPairing(queue, fit, `mirror ${mirror}`); // older than `early`
       }
     });
   });
