@@ -230,9 +230,9 @@ async function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: strin
   const policy = { initial: 10, widenPerSecond: 1 };
   const plans = [
     { depth: 0, perRound: 60, warmup: 20 },
-    { depth: 1_000, perRound: 20, warmup: 5 },
-    { depth: 10_000, perRound: 5, warmup: 1 },
-    { depth: 100_000, perRound: 2, warmup: 1 },
+    { depth: 1_000, perRound: 60, warmup: 5 },
+    { depth: 10_000, perRound: 60, warmup: 5 },
+    { depth: 100_000, perRound: 60, warmup: 5 },
   ];
   const tag = withFit ? 'g' : 'f';
   const name = withFit ? "(b'')" : "(b')";
