@@ -55,14 +55,6 @@ local function reachScores(rating, widen, createdAt)
   return { scoreBound(rating + wt), scoreBound(wt - rating) }
 end
 
--- A joiner's two reach bounds (see reachScores), widened by a relative 1e-12: rounding can make
--- a ticket count as reaching, never drop one.
-local function reachBounds(rating, now, policy)
-  local wt = policy.widen * (now / 1000)
-  local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
-  return rating + policy.initial + wt + slack, policy.initial + wt - rating + slack
-end
-
 -- One waiting rated ticket: its sequence when it is another player's and compatible (else
 -- nil), its player, and, given the joiner's reach bounds, whether its scores meet both (what
 -- fitCount counts; max aside, every compatible ticket does).
@@ -74,85 +66,6 @@ local function ratedCandidate(scope, id, player, rating, now, policy, reachUp, r
   if not reachUp then return seq, f[1], false end
   local wt = policy.widen * (c / 1000)
   return seq, f[1], r + wt <= reachUp and wt - r <= reachDown
-end
-
---[[
-  How many of `other`'s waiting tickets in the queue meet both reach bounds, O(log n): each
-  ticket meets at least one of the two (those below the joiner the first, those above the
-  second), so up + down - total counts those meeting both. Tickets that meet neither both
-  bounds nor max do not fit, so once that many of the player's reaching tickets have been read,
-  the rest of the player's tickets need no reading. Returns false when the player has tickets
-  outside the reach indexes (they waited before ru/rd existed; rr holds them, so pastRun would
-  pass them): such a player is never passed. Also returns the player's ticket count.
-]]
-local function fitCount(scope, queue, other, reachUp, reachDown)
-  local total = redis.call('ZCARD', ownReachUpKey(scope, queue, other))
-  if total == 0 or redis.call('ZCARD', ownRatingKey(scope, queue, other)) ~= total then return false, total end
-  local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(reachUp))
-  local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(reachDown))
-  return up + down - total, total
-end
-
---[[
-  Whether the window read may pass a run of `owner`'s tickets: every ticket of theirs that
-  reaches the joiner has been read. `known[owner]` holds `ids`, the owner's reaching tickets
-  read so far, and once asked, `fit` and `size` from fitCount (asked once per player).
-]]
-local function passable(scope, queue, known, owner, reachUp, reachDown)
-  local k = known[owner]
-  if not k then k = { ids = {} }; known[owner] = k end
-  if k.fit == nil then k.fit, k.size = fitCount(scope, queue, owner, reachUp, reachDown) end
-  if not k.fit or #k.ids < k.fit then return false end
-  if #k.ids == 0 then return true end
-  -- Only indexed tickets are counted: one that waited before ru existed may be among those read.
-  local indexed = 0
-  for _, score in ipairs(redis.call('ZMSCORE', ownReachUpKey(scope, queue, owner), unpack(k.ids))) do
-    if score then indexed = indexed + 1 end
-  end
-  return indexed == k.fit
-end
-
---[[
-  One side of the window read (findRatedPartner), from the joining rating outward:
-    step      1 up the rating index, -1 down
-    at, stop  the next rank to fetch, and the last rank of the window that way
-    got       the last fetched batch as ZRANGE returned it, in rank order, `width` entries a
-              ticket: 2 with scores (the ratings, for nearest first), 1 without
-    from, k   the rank of got's first ticket, and the index of the side's next ticket in it
-    batch     the next fetch's size: the first is small (the nearest tickets often start a
-              run that is passed), the rest RATED_BATCH
-    last      the owner of the unfit ticket just read on this side
-]]
-local NO_TICKETS = {} -- shared, never written
-local function newSide(step, at, stop)
-  return { step = step, at = at, stop = stop, got = NO_TICKETS, width = 1, from = 0, k = 0, batch = 2, last = nil }
-end
-
-local function sideExhausted(side)
-  return (side.k < 1 or side.k > #side.got / side.width) and (side.at - side.stop) * side.step > 0
-end
-
--- Whether `side` has a next ticket, fetching a batch when its last one is used up. Scores are
--- fetched only while the other side may still hold tickets: alone, a side needs no distances.
-local function fillSide(side, other, rkey)
-  if side.k >= 1 and side.k <= #side.got / side.width then return true end
-  if (side.at - side.stop) * side.step > 0 then return false end
-  local from, to = side.at, math.min(side.stop, side.at + side.batch - 1)
-  if side.step < 0 then from, to = math.max(side.stop, side.at - side.batch + 1), side.at end
-  if sideExhausted(other) then
-    side.got, side.width = redis.call('ZRANGE', rkey, int(from), int(to)), 1
-  else
-    side.got, side.width = redis.call('ZRANGE', rkey, int(from), int(to), 'WITHSCORES'), 2
-  end
-  side.from, side.batch = from, RATED_BATCH
-  side.k = side.step > 0 and 1 or #side.got / side.width
-  side.at = side.step > 0 and to + 1 or from - 1
-  return side.k >= 1
-end
-
--- The distance from the joining rating of the side's next ticket (a batch with scores).
-local function headDistance(side, rating)
-  return math.abs(tonumber(side.got[2 * side.k]) - rating)
 end
 
 --[[
@@ -187,6 +100,144 @@ local function pastRun(index, own, rank, id, ownSize, step)
 end
 
 --[[
+  The window read of findRatedPartner for a window of more than one batch (ranks windowAt to
+  windowEnd of qr), in turns with the queue read. Its helpers are defined here, not at the top
+  of the script, so that admissions that never get here do not create them.
+]]
+local function readWideWindow(scope, queue, player, rating, now, policy, windowAt, windowEnd)
+  local wkey, rkey = waitingKey(scope, queue), ratingKey(scope, queue)
+
+  -- The joiner's two reach bounds (see reachScores), widened by a relative 1e-12: rounding can
+  -- make a ticket count as reaching, never drop one.
+  local wt = policy.widen * (now / 1000)
+  local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
+  local reachUp, reachDown = rating + policy.initial + wt + slack, policy.initial + wt - rating + slack
+
+  --[[
+    How many of `other`'s waiting tickets in the queue meet both reach bounds, O(log n): each
+    ticket meets at least one of the two (those below the joiner the first, those above the
+    second), so up + down - total counts those meeting both. Tickets that meet neither both
+    bounds nor max do not fit, so once that many of the player's reaching tickets have been read,
+    the rest of the player's tickets need no reading. Returns false when the player has tickets
+    outside the reach indexes (they waited before ru/rd existed; rr holds them, so pastRun would
+    pass them): such a player is never passed. Also returns the player's ticket count.
+  ]]
+  local function fitCount(other)
+    local total = redis.call('ZCARD', ownReachUpKey(scope, queue, other))
+    if total == 0 or redis.call('ZCARD', ownRatingKey(scope, queue, other)) ~= total then return false, total end
+    local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(reachUp))
+    local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(reachDown))
+    return up + down - total, total
+  end
+
+  --[[
+    Whether the window read may pass a run of `owner`'s tickets: every ticket of theirs that
+    reaches the joiner has been read. `known[owner]` holds `ids`, the owner's reaching tickets
+    read so far, and once asked, `fit` and `size` from fitCount (asked once per player).
+  ]]
+  local known = {}
+  local function passable(owner)
+    local k = known[owner]
+    if not k then k = { ids = {} }; known[owner] = k end
+    if k.fit == nil then k.fit, k.size = fitCount(owner) end
+    if not k.fit or #k.ids < k.fit then return false end
+    if #k.ids == 0 then return true end
+    -- Only indexed tickets are counted: one that waited before ru existed may be among those read.
+    local indexed = 0
+    for _, score in ipairs(redis.call('ZMSCORE', ownReachUpKey(scope, queue, owner), unpack(k.ids))) do
+      if score then indexed = indexed + 1 end
+    end
+    return indexed == k.fit
+  end
+
+  --[[
+    One side of the window read, from the joining rating outward:
+      step      1 up the rating index, -1 down
+      at, stop  the next rank to fetch, and the last rank of the window that way
+      got       the last fetched batch as ZRANGE returned it, in rank order, `width` entries a
+                ticket: 2 with scores (the ratings, for nearest first), 1 without
+      from, k   the rank of got's first ticket, and the index of the side's next ticket in it
+      batch     the next fetch's size: the first is small (the nearest tickets often start a
+                run that is passed), the rest RATED_BATCH
+      last      the owner of the unfit ticket just read on this side
+  ]]
+  local NO_TICKETS = {} -- shared, never written
+  local function newSide(step, at, stop)
+    return { step = step, at = at, stop = stop, got = NO_TICKETS, width = 1, from = 0, k = 0, batch = 2, last = nil }
+  end
+
+  local function sideExhausted(side)
+    return (side.k < 1 or side.k > #side.got / side.width) and (side.at - side.stop) * side.step > 0
+  end
+
+  -- Whether `side` has a next ticket, fetching a batch when its last one is used up. Scores are
+  -- fetched only while the other side may still hold tickets: alone, a side needs no distances.
+  local function fillSide(side, other)
+    if side.k >= 1 and side.k <= #side.got / side.width then return true end
+    if (side.at - side.stop) * side.step > 0 then return false end
+    local from, to = side.at, math.min(side.stop, side.at + side.batch - 1)
+    if side.step < 0 then from, to = math.max(side.stop, side.at - side.batch + 1), side.at end
+    if sideExhausted(other) then
+      side.got, side.width = redis.call('ZRANGE', rkey, int(from), int(to)), 1
+    else
+      side.got, side.width = redis.call('ZRANGE', rkey, int(from), int(to), 'WITHSCORES'), 2
+    end
+    side.from, side.batch = from, RATED_BATCH
+    side.k = side.step > 0 and 1 or #side.got / side.width
+    side.at = side.step > 0 and to + 1 or from - 1
+    return side.k >= 1
+  end
+
+  -- The distance from the joining rating of the side's next ticket (a batch with scores).
+  local function headDistance(side)
+    return math.abs(tonumber(side.got[2 * side.k]) - rating)
+  end
+
+  local best, bestSeq = nil, nil
+  local split = redis.call('ZCOUNT', rkey, '-inf', '(' .. scoreBound(rating))
+  split = math.max(windowAt, math.min(windowEnd + 1, split))
+  local below, above = newSide(-1, split - 1, windowAt), newSide(1, split, windowEnd)
+
+  local queueAt = 0
+  while true do
+    for _ = 1, RATED_BATCH do
+      local hasBelow, hasAbove = fillSide(below, above), fillSide(above, below)
+      if not hasBelow and not hasAbove then return best end
+      local side = above
+      if hasBelow and (not hasAbove or headDistance(below) < headDistance(above)) then side = below end
+      local id, rank = side.got[side.width * (side.k - 1) + 1], side.from + side.k - 1
+      side.k = side.k + side.step
+      local seq, owner, reaches = ratedCandidate(scope, id, player, rating, now, policy, reachUp, reachDown)
+      if reaches and owner ~= player then
+        if not known[owner] then known[owner] = { ids = {} } end
+        local ids = known[owner].ids
+        ids[#ids + 1] = id
+      end
+      if seq then
+        if bestSeq == nil or seq < bestSeq then best, bestSeq = id, seq end
+        side.last = nil
+      elseif owner == player or (owner == side.last and passable(owner)) then
+        -- A run of the joiner's own tickets, or of a player all of whose reaching ones are read.
+        local size = owner ~= player and known[owner].size or nil
+        side.at = pastRun(rkey, ownRatingKey(scope, queue, owner), rank, id, size, side.step)
+        side.got, side.k, side.last = NO_TICKETS, 0, nil
+      else
+        side.last = owner
+      end
+    end
+
+    -- The queue read passes nothing: it only ever reads as many batches as the window read,
+    -- which answers.
+    local inOrder = redis.call('ZRANGE', wkey, int(queueAt), int(queueAt + RATED_BATCH - 1))
+    for i = 1, #inOrder do
+      if ratedCandidate(scope, inOrder[i], player, rating, now, policy) then return inOrder[i] end
+    end
+    if #inOrder < RATED_BATCH then return nil end
+    queueAt = queueAt + RATED_BATCH
+  end
+end
+
+--[[
   Rated: the oldest waiting rated ticket of another player within its band.
   Two indexes of the queue's waiting rated tickets: qw (admission order) and qr (rating).
   No band is wider than the oldest waiting ticket's (bands only widen with waiting time), so
@@ -217,12 +268,12 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local low, high = scoreBound(rating - widest - slack), scoreBound(rating + widest + slack)
   local windowSize = redis.call('ZCOUNT', rkey, low, high)
   if windowSize == 0 then return nil end
-  local best, bestSeq = nil, nil
 
   -- Both reads go by rank (O(log n + batch) each), never by a growing LIMIT offset.
   local windowAt = redis.call('ZCOUNT', rkey, '-inf', '(' .. low)
   local windowEnd = windowAt + windowSize - 1
   if windowSize <= RATED_BATCH then
+    local best, bestSeq = nil, nil
     local window = redis.call('ZRANGE', rkey, int(windowAt), int(windowEnd))
     for i = 1, #window do
       local seq = ratedCandidate(scope, window[i], player, rating, now, policy)
@@ -230,50 +281,7 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
     end
     return best
   end
-
-  local split = redis.call('ZCOUNT', rkey, '-inf', '(' .. scoreBound(rating))
-  split = math.max(windowAt, math.min(windowEnd + 1, split))
-  local below, above = newSide(-1, split - 1, windowAt), newSide(1, split, windowEnd)
-  local reachUp, reachDown = reachBounds(rating, now, policy)
-  local known = {} -- per other player: see passable
-
-  local queueAt = 0
-  while true do
-    for _ = 1, RATED_BATCH do
-      local hasBelow, hasAbove = fillSide(below, above, rkey), fillSide(above, below, rkey)
-      if not hasBelow and not hasAbove then return best end
-      local side = above
-      if hasBelow and (not hasAbove or headDistance(below, rating) < headDistance(above, rating)) then side = below end
-      local id, rank = side.got[side.width * (side.k - 1) + 1], side.from + side.k - 1
-      side.k = side.k + side.step
-      local seq, owner, reaches = ratedCandidate(scope, id, player, rating, now, policy, reachUp, reachDown)
-      if reaches and owner ~= player then
-        if not known[owner] then known[owner] = { ids = {} } end
-        local ids = known[owner].ids
-        ids[#ids + 1] = id
-      end
-      if seq then
-        if bestSeq == nil or seq < bestSeq then best, bestSeq = id, seq end
-        side.last = nil
-      elseif owner == player or (owner == side.last and passable(scope, queue, known, owner, reachUp, reachDown)) then
-        -- A run of the joiner's own tickets, or of a player all of whose reaching ones are read.
-        local size = owner ~= player and known[owner].size or nil
-        side.at = pastRun(rkey, ownRatingKey(scope, queue, owner), rank, id, size, side.step)
-        side.got, side.k, side.last = NO_TICKETS, 0, nil
-      else
-        side.last = owner
-      end
-    end
-
-    -- The queue read passes nothing: it only ever reads as many batches as the window read,
-    -- which answers.
-    local inOrder = redis.call('ZRANGE', wkey, int(queueAt), int(queueAt + RATED_BATCH - 1))
-    for i = 1, #inOrder do
-      if ratedCandidate(scope, inOrder[i], player, rating, now, policy) then return inOrder[i] end
-    end
-    if #inOrder < RATED_BATCH then return nil end
-    queueAt = queueAt + RATED_BATCH
-  end
+  return readWideWindow(scope, queue, player, rating, now, policy, windowAt, windowEnd)
 end
 
 -- Returns the partner's ID, or nil; for an unrated partner also its player and the sequence of
