@@ -7,6 +7,7 @@
  * the network, which callgrind does not see, is in that one only).
  *
  * Needs `valgrind` (with callgrind_control) and `redis-server` on PATH. Takes about a minute.
+ * WIDE_SHAPES add two rated queues whose window holds more than one read batch.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -43,6 +44,40 @@ const SHAPES: Array<{ name: string; input: (k: number) => TicketInput }> = [
   },
 ];
 
+/**
+ * Shapes whose window holds more than one read batch (pairing.lua readWideWindow), each a queue
+ * of WIDE tickets built first (test clock): every measured call is an admission that waits and
+ * its cancel, counted together, so the queue keeps its shape.
+ *   (a) rated: WIDE tickets of the joiner at 1000 and one of another player at 5000; the joiner
+ *       at 1000 passes its own run.
+ *   (b') WIDE tickets of one player at 1015 (band 10), inside the band 1010 of a ticket at -20
+ *       admitted 1000 s earlier; a joiner at 1000 fits none and passes the flood.
+ */
+const WIDE = 2000;
+const WIDE_CALLS = 300;
+const WIDE_T0 = 1_800_000_000_000;
+const WIDE_SHAPES: Array<{ name: string; policy: { initial: number; widenPerSecond: number }; joiner: string; build: (admit: (id: string, player: string, rating: number) => Promise<void>, clock: (ms: number) => Promise<void>) => Promise<void> }> = [
+  {
+    name: '(a) rated, own run in the window',
+    policy: { initial: 1, widenPerSecond: 0.001 },
+    joiner: 'me',
+    build: async (admit) => {
+      await pool(WIDE, IN_FLIGHT, (k) => admit(`own-${k}`, 'me', 1000));
+      await admit('other', 'other', 5000);
+    },
+  },
+  {
+    name: "(b') a flood in the window",
+    policy: { initial: 10, widenPerSecond: 1 },
+    joiner: 'joiner',
+    build: async (admit, clock) => {
+      await admit('old', 'old', -20);
+      await clock(WIDE_T0 + 1_000_000);
+      await pool(WIDE, IN_FLIGHT, (k) => admit(`flood-${k}`, 'flood', 1015));
+    },
+  },
+];
+
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -76,12 +111,15 @@ async function waitForPing(redis: Redis, child: ChildProcess): Promise<void> {
   throw new Error('redis-server under valgrind did not answer PING within 20 s');
 }
 
-/** Total instructions of the newest callgrind dump in `dir`. */
-function lastDumpInstructions(dir: string): number {
-  const dumps = readdirSync(dir)
+function dumpFiles(dir: string): string[] {
+  return readdirSync(dir)
     .filter((f) => /^callgrind\.out\.\d+$/.test(f))
     .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()));
-  const text = readFileSync(join(dir, dumps.at(-1)!), 'utf8');
+}
+
+/** Total instructions of the newest callgrind dump in `dir`. */
+function lastDumpInstructions(dir: string): number {
+  const text = readFileSync(join(dir, dumpFiles(dir).at(-1)!), 'utf8');
   const total = /^(?:summary|totals): (\d+)/m.exec(text);
   if (!total) throw new Error('callgrind dump without totals');
   return Number(total[1]);
@@ -106,7 +144,10 @@ async function main(): Promise<void> {
   const dumpAfter = async (label: string, run: () => Promise<void>): Promise<number> => {
     execFileSync('callgrind_control', ['--zero', pid], { stdio: 'ignore' });
     await run();
+    const before = dumpFiles(dir).length;
     execFileSync('callgrind_control', [`--dump=${label}`, pid], { stdio: 'ignore' });
+    // A dump that was not written would leave the previous one to be read as this one.
+    if (dumpFiles(dir).length !== before + 1) throw new Error(`callgrind wrote no dump for ${label}`);
     return lastDumpInstructions(dir) / CALLS;
   };
   try {
@@ -132,6 +173,32 @@ async function main(): Promise<void> {
       rows.push([shape.name, await dumpAfter(shape.name, () => pool(CALLS, IN_FLIGHT, admit))]);
     }
 
+    const clocked = new MatchmakingStore(redis, keys, { testClock: true });
+    await clocked.preload();
+    const wideRows: Array<[string, number]> = [];
+    for (const [n, shape] of WIDE_SHAPES.entries()) {
+      const app = `wide${n}`;
+      const queue = { key: 'q', size: 2 as const, rating: shape.policy };
+      const clock = async (ms: number) => {
+        await redis.set(keys.testClock(app), String(ms));
+      };
+      const admit = async (id: string, player: string, rating: number) => {
+        const outcome = await clocked.createTicket(app, valid({ id, player, queue, rating, payload: { id } }));
+        if (!('ticket' in outcome) || (JSON.parse(outcome.ticket) as { state: string }).state !== 'waiting') throw new Error(`${shape.name}: ${id} did not wait`);
+      };
+      const joinAndCancel = async (k: number) => {
+        await admit(`join-${k}`, shape.joiner, 1000);
+        await clocked.cancelTicket(app, `join-${k}`);
+      };
+      await clock(WIDE_T0);
+      await shape.build(admit, clock);
+      for (let k = 0; k < 50; k++) await joinAndCancel(WIDE_CALLS + k);
+      const perPair = await dumpAfter(`wide${n}`, async () => {
+        for (let k = 0; k < WIDE_CALLS; k++) await joinAndCancel(k);
+      });
+      wideRows.push([shape.name, (perPair * CALLS) / WIDE_CALLS]);
+    }
+
     console.log(`Redis instructions per script call (callgrind, ${CALLS} calls each, half wait and half match)\n`);
     const line = (call: string, n: number) =>
       console.log(`| ${call.padEnd(35)} | ${Math.round(n).toLocaleString('en-US').padStart(12)} | ${`${(n / trivial).toFixed(2)}x`.padStart(16)} |`);
@@ -139,6 +206,10 @@ async function main(): Promise<void> {
     console.log(`|:${'-'.repeat(35)}-|-------------:|-----------------:|`);
     line('trivial EVALSHA', trivial);
     for (const [name, n] of rows) line(`createTicket, ${name}`, n);
+    console.log(`\nA window of more than one batch (${WIDE} tickets), per admission that waits and its cancel (${WIDE_CALLS} of each, test clock)\n`);
+    console.log(`| ${'shape'.padEnd(35)} | instructions |`);
+    console.log(`|:${'-'.repeat(35)}-|-------------:|`);
+    for (const [name, n] of wideRows) console.log(`| ${name.padEnd(35)} | ${Math.round(n).toLocaleString('en-US').padStart(12)} |`);
   } finally {
     redis.disconnect();
     child.kill('SIGTERM');
