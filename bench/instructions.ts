@@ -141,14 +141,15 @@ async function main(): Promise<void> {
   );
   const redis = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 100 });
   const pid = String(child.pid);
-  const dumpAfter = async (label: string, run: () => Promise<void>): Promise<number> => {
+  /** Instructions per call of `run`, which makes `calls` calls. */
+  const dumpAfter = async (label: string, run: () => Promise<void>, calls = CALLS): Promise<number> => {
     execFileSync('callgrind_control', ['--zero', pid], { stdio: 'ignore' });
     await run();
     const before = dumpFiles(dir).length;
     execFileSync('callgrind_control', [`--dump=${label}`, pid], { stdio: 'ignore' });
     // A dump that was not written would leave the previous one to be read as this one.
     if (dumpFiles(dir).length !== before + 1) throw new Error(`callgrind wrote no dump for ${label}`);
-    return lastDumpInstructions(dir) / CALLS;
+    return lastDumpInstructions(dir) / calls;
   };
   try {
     await redis.connect().catch(() => undefined);
@@ -193,10 +194,14 @@ async function main(): Promise<void> {
       await clock(WIDE_T0);
       await shape.build(admit, clock);
       for (let k = 0; k < 50; k++) await joinAndCancel(WIDE_CALLS + k);
-      const perPair = await dumpAfter(`wide${n}`, async () => {
-        for (let k = 0; k < WIDE_CALLS; k++) await joinAndCancel(k);
-      });
-      wideRows.push([shape.name, (perPair * CALLS) / WIDE_CALLS]);
+      const perPair = await dumpAfter(
+        `wide${n}`,
+        async () => {
+          for (let k = 0; k < WIDE_CALLS; k++) await joinAndCancel(k);
+        },
+        WIDE_CALLS,
+      );
+      wideRows.push([shape.name, perPair]);
     }
 
     console.log(`Redis instructions per script call (callgrind, ${CALLS} calls each, half wait and half match)\n`);

@@ -123,9 +123,10 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     pass them): such a player is never passed. Also returns the player's ticket count.
   ]]
   local function fitCount(other)
-    local total = redis.call('ZCARD', ownReachUpKey(scope, queue, other))
+    local upKey = ownReachUpKey(scope, queue, other)
+    local total = redis.call('ZCARD', upKey)
     if total == 0 or redis.call('ZCARD', ownRatingKey(scope, queue, other)) ~= total then return false, total end
-    local up = redis.call('ZCOUNT', ownReachUpKey(scope, queue, other), '-inf', scoreBound(reachUp))
+    local up = redis.call('ZCOUNT', upKey, '-inf', scoreBound(reachUp))
     local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(reachDown))
     return up + down - total, total
   end
@@ -136,9 +137,12 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     read so far, and once asked, `fit` and `size` from fitCount (asked once per player).
   ]]
   local known = {}
+  local function entry(owner)
+    if not known[owner] then known[owner] = { ids = {} } end
+    return known[owner]
+  end
   local function passable(owner)
-    local k = known[owner]
-    if not k then k = { ids = {} }; known[owner] = k end
+    local k = entry(owner)
     if k.fit == nil then k.fit, k.size = fitCount(owner) end
     if not k.fit or #k.ids < k.fit then return false end
     if #k.ids == 0 then return true end
@@ -160,24 +164,22 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
       batch     the next fetch's size: the first is small (the nearest tickets often start a
                 run that is passed), the rest RATED_BATCH
       last      the owner of the unfit ticket just read on this side
+      empty     true once the side has no ticket left (see fillSide)
   ]]
   local NO_TICKETS = {} -- shared, never written
   local function newSide(step, at, stop)
-    return { step = step, at = at, stop = stop, got = NO_TICKETS, width = 1, from = 0, k = 0, batch = 2, last = nil }
+    return { step = step, at = at, stop = stop, got = NO_TICKETS, width = 1, from = 0, k = 0, batch = 2, last = nil, empty = false }
   end
 
-  local function sideExhausted(side)
-    return (side.k < 1 or side.k > #side.got / side.width) and (side.at - side.stop) * side.step > 0
-  end
-
-  -- Whether `side` has a next ticket, fetching a batch when its last one is used up. Scores are
-  -- fetched only while the other side may still hold tickets: alone, a side needs no distances.
+  -- Whether `side` has a next ticket, fetching a batch when its last one is used up; a side
+  -- found without one is marked `empty` for good. Scores are fetched only while the other side
+  -- is not empty: alone, a side needs no distances.
   local function fillSide(side, other)
     if side.k >= 1 and side.k <= #side.got / side.width then return true end
-    if (side.at - side.stop) * side.step > 0 then return false end
+    if (side.at - side.stop) * side.step > 0 then side.empty = true; return false end
     local from, to = side.at, math.min(side.stop, side.at + side.batch - 1)
     if side.step < 0 then from, to = math.max(side.stop, side.at - side.batch + 1), side.at end
-    if sideExhausted(other) then
+    if other.empty then
       side.got, side.width = redis.call('ZRANGE', rkey, int(from), int(to)), 1
     else
       side.got, side.width = redis.call('ZRANGE', rkey, int(from), int(to), 'WITHSCORES'), 2
@@ -209,8 +211,7 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
       side.k = side.k + side.step
       local seq, owner, reaches = ratedCandidate(scope, id, player, rating, now, policy, reachUp, reachDown)
       if reaches and owner ~= player then
-        if not known[owner] then known[owner] = { ids = {} } end
-        local ids = known[owner].ids
+        local ids = entry(owner).ids
         ids[#ids + 1] = id
       end
       if seq then

@@ -286,7 +286,8 @@ describe('pairing compatibility', () => {
       expect(joined.body.match.tickets[0].input.id).toBe(fit.id);
     }
     // The same after an upgrade: y's tickets waited before the reach indexes (ru, rd) existed but
-    // after the rating index (rr). Counting y's fit tickets from ru/rd alone would call y hopeless.
+    // after the rating index (rr). This window is read whole; for a wider one, where runs are
+    // passed, see 'never passes a player with tickets from before the reach indexes' below.
     {
       await h.setClock(app, T0);
       const queue = ratedQueue('reach-legacy', { initial: 10, widenPerSecond: 1 });
