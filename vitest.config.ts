@@ -32,9 +32,10 @@ export default defineConfig({
         test: {
           name: 'cluster',
           include: ['test/matchmaking/**/*.test.ts', ...CLUSTER_ONLY],
-          // Drives MatchmakingStore through its own standalone ioredis client and exercises
-          // pairing logic only, which does not depend on where the app's slot lives.
-          exclude: ['test/matchmaking/pairing.property.test.ts'],
+          // These drive MatchmakingStore through standalone ioredis clients (the cost test on a
+          // redis-server of its own) and exercise pairing logic only, which does not depend on
+          // where the app's slot lives.
+          exclude: ['test/matchmaking/pairing.property.test.ts', 'test/matchmaking/pairing-cost.test.ts'],
           globalSetup: ['test/setup/redis-cluster.ts'],
         },
       },

@@ -82,6 +82,8 @@ function rows(results: Results, errors: Map<Section, string>, only: Set<Section>
       shape('(b) incompatible rated', '(b) rated', a.rated);
       shape("(b') one player's flood in a wide window", "(b') flood", a.floodInWindow);
       shape("(b'') the flood's player also fits, nearer", "(b'') flood + fit", a.floodWithFit);
+      shape("(b''') two players' floods taking turns", "(b''') turns", a.turns);
+      shape("(b''') + fit, one fitting ticket nearest", "(b''') turns + fit", a.turnsWithFit);
       const first = a.burst[0]!;
       for (const b of a.burst) {
         const ratio = b.perRetiredUs / first.perRetiredUs;

@@ -69,6 +69,8 @@ export interface AdmissionResults {
   rated: DepthResult[];
   floodInWindow: DepthResult[];
   floodWithFit: DepthResult[];
+  turns: DepthResult[];
+  turnsWithFit: DepthResult[];
   burst: BurstResult[];
 }
 
@@ -269,6 +271,62 @@ async function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: strin
   return built.map((b) => b.series.result(b.depth, b.setupMs));
 }
 
+/**
+ * (b''') DESIGN.md's (b) arranged against both reads of the rated search: two players' floods
+ * take turns in rating (flood-a at 15, flood-b at 26, flood-a at 37, …: 11 apart, more than
+ * `initial` 10, so neighbours never paired), inside a window made wide by an old ticket far
+ * below (policy {initial 10, widen 1/s}; at T0 a ticket at -(W + 30); at T0 + W s, W = 11 * 100k +
+ * 100, its band W + 10 spans every flood). The joiner at 0 fits nothing. The admission-order read
+ * meets only tickets that do not fit, and no run of one player is longer than one ticket, so
+ * before pairing.lua counted fitting tickets both reads read the whole flood (52 ms at 10k).
+ * With `withFit`, one ticket of a third player at 3 comes after the flood: the joiner pairs with
+ * it, and the next such ticket is laid down after each admission (untimed).
+ */
+async function floodsTakingTurns(ctx: BenchContext, app: BenchApp, log: (line: string) => void, withFit: boolean): Promise<DepthResult[]> {
+  const policy = { initial: 10, widenPerSecond: 1 };
+  const wait = 11 * DEPTHS[DEPTHS.length - 1]! + 100; // seconds
+  const plans = [
+    { depth: 0, perRound: 60, warmup: 20 },
+    { depth: 1_000, perRound: 60, warmup: 5 },
+    { depth: 10_000, perRound: 60, warmup: 5 },
+    { depth: 100_000, perRound: 60, warmup: 5 },
+  ];
+  const tag = withFit ? 'u' : 't';
+  const name = withFit ? "(b''') + fit" : "(b''')";
+  const queueOf = (depth: number): Queue => ({ key: `${tag}turns:${depth}`, size: 2, rating: policy });
+  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
+  for (const { depth } of plans) {
+    await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-old`, player: 'player-old......', queue: queueOf(depth), rating: -(wait + 30), payload: PAYLOAD }));
+  }
+  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + wait * 1000));
+  const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
+  for (const { depth } of plans) {
+    const queue = queueOf(depth);
+    const fit = async (i: number) => {
+      const state = stateOf(await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-fit-${i}`, player: 'player-near.....', queue, rating: 3, payload: PAYLOAD })));
+      if (state !== 'waiting') throw new Error(`bench shape broken: ${name}'s fitting ticket ${state}`);
+    };
+    const start = nowMs();
+    await pool(depth, 2000, (i) =>
+      ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-${i}`, player: i % 2 ? 'player-flood-b..' : 'player-flood-a..', queue, rating: 15 + 11 * i, payload: PAYLOAD })),
+    );
+    if (withFit) await fit(0);
+    const setupMs = nowMs() - start;
+    if (depth > 0) log(`  ${name} built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
+    const id = (i: number) => `${tag}${depth}-join-${i}`;
+    const series = new Series(
+      ctx,
+      id,
+      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: 'joiner-turns....', queue, rating: 0, payload: PAYLOAD })),
+      withFit ? 'matched' : 'waiting',
+      (i) => (withFit ? fit(i + 1) : ctx.store.cancelTicket(app.appId, id(i))),
+    );
+    built.push({ depth, series, setupMs });
+  }
+  await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
+  return built.map((b) => b.series.result(b.depth, b.setupMs));
+}
+
 const BURST_PLAYER = 'player-burst....';
 const NEXT = 400; // admissions timed right after a burst
 /** Live tickets beyond the measured admissions: disturbed samples are retaken, and each takes one. */
@@ -393,6 +451,14 @@ export async function runAdmission(ctx: BenchContext, log: (line: string) => voi
     for (const r of results.floodInWindow) log(`  (b') one player's flood in a wide window, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
     results.floodWithFit = await floodInWindow(ctx, app, log, true);
     for (const r of results.floodWithFit) log(`  (b'') the same player's flood and one fitting ticket, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    await deleteApp(ctx, app);
+  }
+  {
+    const app = await registerApp(ctx, 'turns');
+    results.turns = await floodsTakingTurns(ctx, app, log, false);
+    for (const r of results.turns) log(`  (b''') two players' floods taking turns in a wide window, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    results.turnsWithFit = await floodsTakingTurns(ctx, app, log, true);
+    for (const r of results.turnsWithFit) log(`  (b''') + fit, one fitting ticket nearest, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
     await deleteApp(ctx, app);
   }
   {

@@ -10,6 +10,12 @@
     p:<player>     zset     one player's tickets, score = sequence (tombstones have no player)
     qw:<queue>     zset     waiting RATED tickets of one queue, score = sequence
     qr:<queue>     zset     the same tickets, score = rating (pairing.lua's rating window)
+    qu:<queue>     zset     the same tickets while their band is below max (all of them without
+                            max), score = rating + widen * createdAt (s), as ru below
+    qv:<queue>     zset     the same as qu, score = widen * createdAt (s) - rating, as rd below
+    qm:<queue>     zset     the other ones: tickets whose band has reached max, score = rating.
+                            qu/qv and qm count every other player's fitting ticket in O(log n)
+                            (pairing.lua countFitting); qm holds the first ZCARD(qm) tickets of qw
     qh:<queue>     zset     "player heads": player -> sequence of that player's oldest waiting
                             UNRATED ticket in the queue (finds another player's oldest in O(log n))
     qo:<n>:<queue><player>  zset  one player's waiting unrated tickets in one queue, score =
@@ -19,6 +25,8 @@
     ru:<n>:<queue><player>  zset  the same tickets, score = rating + widen * createdAt (s)
     rd:<n>:<queue><player>  zset  the same tickets, score = widen * createdAt (s) - rating: two
                             ZCOUNTs count the player's tickets that reach a joiner (pairing.lua fitCount)
+    rm:<n>:<queue><player>  zset  one player's tickets of qm (ru/rd then no longer hold them),
+                            score = rating
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt
     rl:admissions  string   state of the app's admission limit (ratelimit.lua); absent: bucket full
     stats          hash     the app's matchmaking event counters, each HINCRBY'd by the script
@@ -38,6 +46,9 @@ local function ticketKey(scope, id) return scope .. 't:' .. id end
 local function playerKey(scope, player) return scope .. 'p:' .. player end
 local function waitingKey(scope, queue) return scope .. 'qw:' .. queue end
 local function ratingKey(scope, queue) return scope .. 'qr:' .. queue end
+local function reachUpKey(scope, queue) return scope .. 'qu:' .. queue end
+local function reachDownKey(scope, queue) return scope .. 'qv:' .. queue end
+local function matureKey(scope, queue) return scope .. 'qm:' .. queue end
 local function expiryKey(scope, queue) return scope .. 'qx:' .. queue end
 local function headsKey(scope, queue) return scope .. 'qh:' .. queue end
 local function admissionLimitKey(scope) return scope .. 'rl:admissions' end
@@ -46,3 +57,4 @@ local function ownKey(scope, queue, player) return scope .. 'qo:' .. #queue .. '
 local function ownRatingKey(scope, queue, player) return scope .. 'rr:' .. #queue .. ':' .. queue .. player end
 local function ownReachUpKey(scope, queue, player) return scope .. 'ru:' .. #queue .. ':' .. queue .. player end
 local function ownReachDownKey(scope, queue, player) return scope .. 'rd:' .. #queue .. ':' .. queue .. player end
+local function ownMatureKey(scope, queue, player) return scope .. 'rm:' .. #queue .. ':' .. queue .. player end

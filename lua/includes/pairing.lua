@@ -25,6 +25,7 @@ local function findUnratedPartner(scope, queue, player)
 end
 
 local RATED_BATCH = 16
+local MATURE_CHUNK = 512 -- most tickets readWideWindow's moveMatured reads at a time
 
 -- The band of a ticket waiting since `createdAt`: min(max, initial + widen * waitingSeconds).
 local function tolerance(policy, createdAt, now)
@@ -108,27 +109,100 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
   local wkey, rkey = waitingKey(scope, queue), ratingKey(scope, queue)
 
   -- The joiner's two reach bounds (see reachScores), widened by a relative 1e-12: rounding can
-  -- make a ticket count as reaching, never drop one.
+  -- make a ticket count as reaching, never drop one. With a max, the bounds of a ticket whose
+  -- band has reached it (in qm/rm) are r +- max, widened the same way.
   local wt = policy.widen * (now / 1000)
   local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
   local reachUp, reachDown = rating + policy.initial + wt + slack, policy.initial + wt - rating + slack
+  local upBound, downBound = scoreBound(reachUp), scoreBound(reachDown)
+  local matureLow, matureHigh
+  if policy.max then
+    local maxSlack = (math.abs(rating) + policy.max) * 1e-12
+    matureLow, matureHigh = scoreBound(rating - policy.max - maxSlack), scoreBound(rating + policy.max + maxSlack)
+  end
 
   --[[
-    How many of `other`'s waiting tickets in the queue meet both reach bounds, O(log n): each
-    ticket meets at least one of the two (those below the joiner the first, those above the
-    second), so up + down - total counts those meeting both. Tickets that meet neither both
-    bounds nor max do not fit, so once that many of the player's reaching tickets have been read,
-    the rest of the player's tickets need no reading. Returns false when the player has tickets
-    outside the reach indexes (they waited before ru/rd existed; rr holds them, so pastRun would
-    pass them): such a player is never passed. Also returns the player's ticket count.
+    The counts below rest on every ticket meeting at least one of the two reach bounds (those
+    below the joiner the first, those above the second), true while no band is negative: while
+    the clock has not gone back past the newest ticket's admission (Redis TIME does not).
   ]]
-  local function fitCount(other)
-    local upKey = ownReachUpKey(scope, queue, other)
+  local newest = redis.call('ZRANGE', wkey, '-1', '-1')[1]
+  local countable = policy.initial + policy.widen * ((now - tonumber(redis.call('HGET', ticketKey(scope, newest), 'c'))) / 1000) >= 0
+
+  --[[
+    How many tickets may fit among `total` tickets in the reach indexes `up`/`down` and `moved`
+    in the max index `mature`, O(log n): up + down - total counts those meeting both reach
+    bounds (each meets one), which every fitting ticket still in the reach indexes does, and a
+    ticket moved to `mature` fits exactly when it lies within max. Never fewer than fit.
+  ]]
+  local function countFitting(up, down, total, mature, moved)
+    local n = 0
+    if total > 0 then
+      n = redis.call('ZCOUNT', up, '-inf', upBound) + redis.call('ZCOUNT', down, '-inf', downBound) - total
+    end
+    if moved > 0 then n = n + redis.call('ZCOUNT', mature, matureLow, matureHigh) end
+    return n
+  end
+
+  --[[
+    The same for one player's waiting tickets in the queue (ru/rd/rm), and the player's ticket
+    count. Tickets that are not counted do not fit, so once that many of the player's counted
+    tickets have been read, the rest of the player's tickets need no reading. Returns false
+    when the player has tickets outside those indexes (they waited before ru/rd existed; rr
+    holds them, so pastRun would pass them), or the clock went back: such a player is never
+    passed.
+  ]]
+  local function fitCount(who)
+    if not countable then return false, 0 end
+    local upKey, movedKey = ownReachUpKey(scope, queue, who), ownMatureKey(scope, queue, who)
     local total = redis.call('ZCARD', upKey)
-    if total == 0 or redis.call('ZCARD', ownRatingKey(scope, queue, other)) ~= total then return false, total end
-    local up = redis.call('ZCOUNT', upKey, '-inf', scoreBound(reachUp))
-    local down = redis.call('ZCOUNT', ownReachDownKey(scope, queue, other), '-inf', scoreBound(reachDown))
-    return up + down - total, total
+    local moved = policy.max and redis.call('ZCARD', movedKey) or 0
+    if total + moved == 0 or redis.call('ZCARD', ownRatingKey(scope, queue, who)) ~= total + moved then return false, total + moved end
+    return countFitting(upKey, ownReachDownKey(scope, queue, who), total, movedKey, moved), total + moved
+  end
+
+  --[[
+    Moves the tickets whose band has reached max out of the reach indexes (qu/qv, ru/rd) into
+    the max indexes (qm, rm), oldest first. Bands reach max in admission order, so qm is always
+    the first ZCARD(qm) tickets of qw and the next one to move is the one after them. Each
+    ticket moves once (amortised O(log n) each, as retiring expired tickets); until it has, it
+    only makes the counts looser.
+  ]]
+  local function moveMatured()
+    local qm = matureKey(scope, queue)
+    local at, chunk = redis.call('ZCARD', qm), 1 -- mostly none is due: read one first
+    while true do
+      local nextOnes = redis.call('ZRANGE', wkey, int(at), int(at + chunk - 1))
+      for i = 1, #nextOnes do
+        local id = nextOnes[i]
+        local f = redis.call('HMGET', ticketKey(scope, id), 'p', 'r', 'c')
+        if tolerance(policy, tonumber(f[3]), now) < policy.max then return end
+        redis.call('ZREM', reachUpKey(scope, queue), id)
+        redis.call('ZREM', reachDownKey(scope, queue), id)
+        redis.call('ZREM', ownReachUpKey(scope, queue, f[1]), id)
+        redis.call('ZREM', ownReachDownKey(scope, queue, f[1]), id)
+        redis.call('ZADD', qm, f[2], id)
+        redis.call('ZADD', ownMatureKey(scope, queue, f[1]), f[2], id)
+      end
+      if #nextOnes < chunk then return end
+      at, chunk = at + chunk, math.min(chunk * 8, MATURE_CHUNK)
+    end
+  end
+
+  --[[
+    At least how many waiting tickets of other players fit the joiner (all of the queue's
+    counted tickets less the joiner's own, counted alike: the same tickets are in both), or
+    false when some waiting ticket is in neither qu nor qm (it waited before they existed).
+  ]]
+  local function othersFitting()
+    local qu, qm = reachUpKey(scope, queue), matureKey(scope, queue)
+    local total = redis.call('ZCARD', qu)
+    local moved = policy.max and redis.call('ZCARD', qm) or 0
+    if total + moved ~= redis.call('ZCARD', rkey) then return false end
+    local all = countFitting(qu, reachDownKey(scope, queue), total, qm, moved)
+    if all == 0 then return 0 end
+    local own = fitCount(player)
+    return own and all - own or all
   end
 
   --[[
@@ -150,6 +224,11 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     local indexed = 0
     for _, score in ipairs(redis.call('ZMSCORE', ownReachUpKey(scope, queue, owner), unpack(k.ids))) do
       if score then indexed = indexed + 1 end
+    end
+    if policy.max then
+      for _, score in ipairs(redis.call('ZMSCORE', ownMatureKey(scope, queue, owner), unpack(k.ids))) do
+        if score then indexed = indexed + 1 end
+      end
     end
     return indexed == k.fit
   end
@@ -195,6 +274,13 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     return math.abs(tonumber(side.got[2 * side.k]) - rating)
   end
 
+  -- No other player's ticket fits: no partner, whatever the queue holds. Else the window read
+  -- stops once it has read that many fitting tickets (a looser count only stops it later).
+  if countable and policy.max then moveMatured() end
+  local others = countable and othersFitting()
+  if others and others <= 0 then return nil end
+  local found = 0
+
   local best, bestSeq = nil, nil
   local split = redis.call('ZCOUNT', rkey, '-inf', '(' .. scoreBound(rating))
   split = math.max(windowAt, math.min(windowEnd + 1, split))
@@ -216,6 +302,8 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
       end
       if seq then
         if bestSeq == nil or seq < bestSeq then best, bestSeq = id, seq end
+        found = found + 1
+        if found == others then return best end
         side.last = nil
       elseif owner == player or (owner == side.last and passable(owner)) then
         -- A run of the joiner's own tickets, or of a player all of whose reaching ones are read.

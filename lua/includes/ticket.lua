@@ -39,6 +39,8 @@ local function joinQueue(scope, id, queue, player, rating, seq, expiresAt, reach
     redis.call('ZADD', ownRatingKey(scope, queue, player), rating, id)
     redis.call('ZADD', ownReachUpKey(scope, queue, player), reach[1], id)
     redis.call('ZADD', ownReachDownKey(scope, queue, player), reach[2], id)
+    redis.call('ZADD', reachUpKey(scope, queue), reach[1], id)
+    redis.call('ZADD', reachDownKey(scope, queue), reach[2], id)
   else
     redis.call('ZADD', ownKey(scope, queue, player), seq, id)
     -- NX: a player's existing head is older than any new ticket.
@@ -66,6 +68,14 @@ local function leaveQueue(scope, id, queue, player, rated, hasCutoff)
     redis.call('ZREM', ownRatingKey(scope, queue, player), id)
     redis.call('ZREM', ownReachUpKey(scope, queue, player), id)
     redis.call('ZREM', ownReachDownKey(scope, queue, player), id)
+    if redis.call('ZREM', reachUpKey(scope, queue), id) == 1 then
+      redis.call('ZREM', reachDownKey(scope, queue), id)
+    else
+      -- Moved to qm when its band reached max (pairing.lua moveMatured), or it waited before
+      -- qu existed (then it is in neither).
+      redis.call('ZREM', matureKey(scope, queue), id)
+      redis.call('ZREM', ownMatureKey(scope, queue, player), id)
+    end
   else
     local own = ownKey(scope, queue, player)
     local oldest = redis.call('ZRANGE', own, '0', '1', 'WITHSCORES')

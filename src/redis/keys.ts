@@ -94,11 +94,17 @@ export class Keys {
     return `${this.appScope(appId)}qo:${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
   }
 
-  /** Sorted sets of one player's waiting rated tickets in one queue (keys.lua ownRatingKey, ownReachUpKey, ownReachDownKey). */
-  queuePlayerRated(appId: string, queue: string, player: string): { byRating: string; reachUp: string; reachDown: string } {
+  /** Sorted sets of one player's waiting rated tickets in one queue (keys.lua ownRatingKey, ownReachUpKey, ownReachDownKey, ownMatureKey). */
+  queuePlayerRated(appId: string, queue: string, player: string): { byRating: string; reachUp: string; reachDown: string; mature: string } {
     const tail = `${Buffer.byteLength(queue, 'utf8')}:${queue}${player}`;
     const scope = this.appScope(appId);
-    return { byRating: `${scope}rr:${tail}`, reachUp: `${scope}ru:${tail}`, reachDown: `${scope}rd:${tail}` };
+    return { byRating: `${scope}rr:${tail}`, reachUp: `${scope}ru:${tail}`, reachDown: `${scope}rd:${tail}`, mature: `${scope}rm:${tail}` };
+  }
+
+  /** Sorted sets of one queue's waiting rated tickets by rating, reach, and band at max (keys.lua ratingKey, reachUpKey, reachDownKey, matureKey). */
+  queueRated(appId: string, queue: string): { byRating: string; reachUp: string; reachDown: string; mature: string } {
+    const scope = this.appScope(appId);
+    return { byRating: `${scope}qr:${queue}`, reachUp: `${scope}qu:${queue}`, reachDown: `${scope}qv:${queue}`, mature: `${scope}qm:${queue}` };
   }
 
   /** Sorted set: waiting tickets of one queue that have a cutoff, score = expiresAt (keys.lua expiryKey). */

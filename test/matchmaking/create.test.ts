@@ -394,6 +394,17 @@ describe('pairing compatibility', () => {
       }
     });
 
+    it('does not trust its count of fitting tickets while a waiting ticket is missing from qu and qm (it waited before they existed)', async () => {
+      for (const mirror of [false, true]) {
+        const { queue, put } = await scene(mirror);
+        const fit = await fitThenFlood(put); // y's only fitting ticket: counted, the count would say none
+        const { reachUp, reachDown } = h.keys.queueRated(app.appId, queue.key);
+        expect(await h.redis.zrem(reachUp, fit)).toBe(1);
+        expect(await h.redis.zrem(reachDown, fit)).toBe(1);
+        await expectPairing(queue, fit, `mirror ${mirror}`);
+      }
+    });
+
     it('counts only indexed tickets as a player\'s reaching ones read (one from before rr is read, not counted)', async () => {
       for (const mirror of [false, true]) {
         const { queue, put } = await scene(mirror);
@@ -404,6 +415,21 @@ describe('pairing compatibility', () => {
         await expectPairing(queue, fit, `mirror ${mirror}`); // older than `early`
       }
     });
+  });
+
+  it('finds a fitting ticket when the clock has gone back before younger tickets\' admission (their bands are negative then)', async () => {
+    // 17 younger tickets of b meet neither reach bound of a joiner at 0 then, so counting
+    // fitting tickets as up + down - total would say none (pairing.lua countFitting): the count
+    // is not used while the newest ticket's band is negative.
+    const queue = ratedQueue('clock-back', { initial: 0, widenPerSecond: 1 });
+    const b = ticket({ queue, player: 'b', rating: 0 });
+    expect((await create(b)).body.state).toBe('waiting');
+    await h.setClock(app, T0 + 20_000);
+    for (let i = 0; i < 17; i++) expect((await create(ticket({ queue, player: 'b', rating: 8 }))).body.state).toBe('waiting');
+    await h.setClock(app, T0 + 10_000); // b's first band is 10, the younger ones' -10
+    const joined = await create(ticket({ queue, player: 'j', rating: 0 }));
+    expect(joined.body.state, JSON.stringify(joined.body)).toBe('matched');
+    expect(joined.body.match.tickets[0].input.id).toBe(b.id);
   });
 
   it('never pairs rated with unrated tickets in one queue', async () => {

@@ -8,6 +8,7 @@ import { Keys } from '../../src/redis/keys.js';
 import { canonicalJson } from '../../src/shared/json.js';
 import type { Queue, TicketInput } from '../../src/shared/matchmaking-types.js';
 import { deleteKeys, testPrefix } from '../helpers/harness.js';
+import { ratedIndexProblems } from '../helpers/rated-indexes.js';
 import { redisUrl } from '../setup/redis-url.js';
 
 /**
@@ -166,6 +167,12 @@ async function runSequence(policy: Queue['rating'], commands: Command[], flood: 
     expect(actual, `step ${step}: ${JSON.stringify(command)} at ${now}`).toBe(expected);
     admitted.push(id);
   }
+  // The indexes agree with each other, and hold nothing once every ticket has left.
+  const players = ['p0', 'p1', 'p2', 'p3', 'p9'];
+  expect(await ratedIndexProblems(redis, keys, appId, queue.key, players)).toEqual([]);
+  for (const { id } of reference.waiting) await store.cancelTicket(appId, id);
+  expect(await ratedIndexProblems(redis, keys, appId, queue.key, players)).toEqual([]);
+  expect(await redis.zcard(keys.queueRatedWaiting(appId, queue.key))).toBe(0);
 }
 
 /** `VERSUS_PROPERTY_SEED=<seed from a failure report>` replays that failure. */
@@ -203,6 +210,36 @@ describe('the indexed pairing engine agrees with the reference rule', () => {
     await fc.assert(
       fc.asyncProperty(policyArb, before, floodArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, first, flood, commands) =>
         runSequence(policy, commands, flood, first),
+      ),
+      { numRuns: 150, ...replay },
+    );
+  });
+
+  it('on 150 sequences behind 40 far tickets, with several players\' floods interleaved in rating, before and after bands reach max', async () => {
+    // Slots `gap` apart (more than `initial`, so neighbours of other players do not pair), each
+    // holding one to six tickets of one player, players taking turns: no run of one player is
+    // long, so the window read rarely passes any, and the engine's count of fitting tickets
+    // (pairing.lua countFitting) is what decides: no partner at all, or stop once that many are read.
+    // Clock steps up to 10 s move bands past max, so tickets move to the max index as they wait.
+    const far: Command[] = Array.from({ length: 40 }, (): Command => ({ kind: 'create', player: 9, rated: true, rating: 1000, cutoffIn: null }));
+    const interleaved = (initial: number) =>
+      fc
+        .record({
+          gap: fc.constantFrom(0.25, 0.5, 1).map((extra) => initial + extra),
+          players: fc.constantFrom(2, 3),
+          slots: fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 4, maxLength: 16 }),
+        })
+        .map(({ gap, players, slots }): FloodTicket[] =>
+          slots.flatMap((count, slot) => Array.from({ length: count }, () => ({ player: slot % players, rating: slot * gap }))),
+        );
+    const steps = fc.array(
+      fc.oneof(commandArb, fc.record({ kind: fc.constant('advance' as const), ms: fc.constantFrom(3000, 10_000) })),
+      { minLength: 1, maxLength: 30 },
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        policyArb.chain((policy) => fc.tuple(fc.constant(policy), interleaved(policy!.initial), steps)),
+        ([policy, flood, commands]) => runSequence(policy, commands, flood, far),
       ),
       { numRuns: 150, ...replay },
     );

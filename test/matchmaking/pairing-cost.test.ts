@@ -1,0 +1,138 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MatchmakingStore } from '../../src/matchmaking/store.js';
+import { queuePolicyJson } from '../../src/matchmaking/validation.js';
+import { Keys } from '../../src/redis/keys.js';
+import { canonicalJson } from '../../src/shared/json.js';
+import type { Queue, TicketInput } from '../../src/shared/matchmaking-types.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { ratedIndexProblems } from '../helpers/rated-indexes.js';
+
+/**
+ * How much a rated admission reads, counted rather than timed: a redis-server of this file's
+ * own runs nothing else, so INFO commandstats counts exactly this file's commands. Each waiting
+ * ticket the pairing search reads costs one HMGET (pairing.lua ratedCandidate), so the HMGETs
+ * of one admission are the tickets it read.
+ *
+ * The shape is DESIGN.md's (b), mutually incompatible rated tickets, arranged against both of
+ * the search's reads: an old ticket far away heads the admission order and makes the window
+ * wide; two players' floods take turns in rating inside it, `gap` apart (just more than
+ * `initial`, so they never paired), each ticket out of the joiner's reach. The admission-order
+ * read meets only tickets that do not fit, and the window read meets no run of one player to
+ * pass: before the count of fitting tickets (pairing.lua countFitting), both read every ticket.
+ */
+const N = 300;
+const T0 = 1_800_000_000_000;
+const APP = 'cost';
+
+let server: RedisServer;
+let redis: Redis;
+let store: MatchmakingStore;
+const keys = new Keys('vc');
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  redis = new Redis(server.url);
+  store = new MatchmakingStore(redis, keys, { testClock: true });
+  await store.preload();
+});
+afterAll(async () => {
+  await redis?.quit();
+  await server?.remove();
+});
+
+async function setClock(ms: number): Promise<void> {
+  await redis.set(keys.testClock(APP), String(ms));
+}
+
+async function admit(input: TicketInput): Promise<{ state: string; partner?: string }> {
+  const outcome = await store.createTicket(APP, { input, policyJson: queuePolicyJson(input.queue), payloadJson: canonicalJson(input.payload) });
+  if (!('ticket' in outcome)) throw new Error(`refused: ${outcome.conflict}`);
+  const ticket = JSON.parse(outcome.ticket);
+  return ticket.state === 'matched' ? { state: 'matched', partner: ticket.match.tickets[0].input.id } : { state: ticket.state };
+}
+
+/** HMGETs (tickets read) of one call; the call is the only client of this Redis meanwhile. */
+async function ticketsRead<T>(call: () => Promise<T>): Promise<{ value: T; reads: number }> {
+  const hmgets = async () => Number(/cmdstat_hmget:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+  const before = await hmgets();
+  const value = await call();
+  return { value, reads: (await hmgets()) - before };
+}
+
+let queues = 0;
+/** The shape around a joiner at 0 (see above); returns the queue. Clock: T0 + wait seconds. */
+async function interleavedFloods(rating: Queue['rating'] & object): Promise<Queue> {
+  const queue: Queue = { key: `q${(queues += 1)}`, size: 2, rating };
+  const gap = rating.initial + 1;
+  const wait = gap * N + 100; // seconds: the old ticket's band then spans the floods (without max)
+  await setClock(T0);
+  expect((await admit({ id: `${queue.key}-old`, player: 'old', queue, rating: -(rating.initial + wait + 20), payload: 0 })).state).toBe('waiting');
+  await setClock(T0 + wait * 1000);
+  for (let i = 0; i < N; i++) {
+    const input = { id: `${queue.key}-f${i}`, player: i % 2 ? 'flood-b' : 'flood-a', queue, rating: rating.initial + 5 + gap * i, payload: 0 };
+    expect((await admit(input)).state).toBe('waiting');
+  }
+  return queue;
+}
+
+describe('a rated admission in a wide window of other players\' interleaved floods', () => {
+  it('reads no ticket when no other player\'s ticket fits (it waits)', async () => {
+    const queue = await interleavedFloods({ initial: 10, widenPerSecond: 1 });
+    const { value, reads } = await ticketsRead(() => admit({ id: 'join-1', player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(value.state).toBe('waiting');
+    expect(reads).toBe(0); // before: 2 * N (both reads, every flood ticket)
+    expect(await ratedIndexProblems(redis, keys, APP, queue.key, ['old', 'flood-a', 'flood-b', 'joiner'])).toEqual([]);
+  });
+
+  it('stops reading once it has read as many fitting tickets as there are', async () => {
+    const queue = await interleavedFloods({ initial: 10, widenPerSecond: 1 });
+    // One fitting ticket next to the joiner, admitted last: the queue read would reach it last.
+    const fit = { id: `${queue.key}-fit`, player: 'near', queue, rating: 3, payload: 0 };
+    expect((await admit(fit)).state).toBe('waiting');
+    const { value, reads } = await ticketsRead(() => admit({ id: 'join-2', player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(value).toEqual({ state: 'matched', partner: fit.id });
+    expect(reads).toBeLessThan(10); // before: about 2 * N, to make sure no older ticket fits
+  });
+
+  it('with a max: a ticket whose band reached it moves to the max index, and a joiner with no partner reads none', async () => {
+    // The old ticket's band reaches max just before the floods come; theirs (10) are far below.
+    const wait = 11 * N + 100;
+    const rating = { initial: 10, widenPerSecond: 1, max: 10 + wait - 5 };
+    const queue = await interleavedFloods(rating);
+    const { mature } = keys.queueRated(APP, queue.key);
+    const { value, reads } = await ticketsRead(() => admit({ id: 'join-3', player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(value.state).toBe('waiting');
+    // The old ticket moved while the floods came (their windows were wide too); each admission
+    // reads the ticket after the moved ones, whose band has not reached max.
+    expect(reads).toBe(1);
+    expect(await redis.zrange(mature, 0, -1)).toEqual([`${queue.key}-old`]);
+    expect(await ratedIndexProblems(redis, keys, APP, queue.key, ['old', 'flood-a', 'flood-b', 'joiner'])).toEqual([]);
+    // Once the floods' bands reach max too, every one of them fits a joiner at 0: the oldest wins,
+    // and every other waiting ticket moves.
+    await setClock(T0 + (wait + rating.max) * 1000);
+    expect(await admit({ id: 'join-4', player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f0` });
+    expect(await redis.zcard(mature)).toBe(N + 1); // the old ticket, the other floods and join-3, which waits
+    expect(await ratedIndexProblems(redis, keys, APP, queue.key, ['old', 'flood-a', 'flood-b', 'joiner'])).toEqual([]);
+  });
+
+  it('passes a run of a player whose one fitting ticket, moved to the max index, it has read', async () => {
+    // Policy {initial 1, widen 1/s, max 100}. At T0: 300 tickets far away (they head the
+    // admission order), y's at 2 and z's at -90 (apart by more than 1). At T0 + 200 s, when
+    // those bands have reached max: y's flood at 20..85, out of the joiner's reach and more
+    // than 100 from z. The joiner at 0 fits y's ticket (the answer, older) and z's. The window
+    // read meets y's ticket, then y's flood, nearer than z: it passes the flood only if it
+    // counts y's read ticket, which is in rm now, as one of y's fitting ones.
+    const queue: Queue = { key: `q${(queues += 1)}`, size: 2, rating: { initial: 1, widenPerSecond: 1, max: 100 } };
+    await setClock(T0);
+    for (let i = 0; i < N; i++) expect((await admit({ id: `${queue.key}-far${i}`, player: 'far', queue, rating: 10_000, payload: 0 })).state).toBe('waiting');
+    const fit = { id: `${queue.key}-y`, player: 'y', queue, rating: 2, payload: 0 };
+    for (const t of [fit, { id: `${queue.key}-z`, player: 'z', queue, rating: -90, payload: 0 }]) expect((await admit(t)).state).toBe('waiting');
+    await setClock(T0 + 200_000);
+    for (let i = 0; i < N; i++) expect((await admit({ id: `${queue.key}-f${i}`, player: 'y', queue, rating: 20 + (65 * i) / N, payload: 0 })).state).toBe('waiting');
+    const { value, reads } = await ticketsRead(() => admit({ id: 'join-5', player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(value).toEqual({ state: 'matched', partner: fit.id });
+    expect(reads).toBeLessThan(60); // one batch of the admission-order read, and a few; read one at a time: about 2 * N
+    expect(await redis.zscore(keys.queuePlayerRated(APP, queue.key, 'z').mature, `${queue.key}-z`)).toBe('-90');
+  });
+});
