@@ -49,9 +49,9 @@ const SHAPES: Array<{ name: string; input: (k: number) => TicketInput }> = [
  * of WIDE tickets built first (test clock): every measured call is an admission that waits and
  * its cancel, counted together, so the queue keeps its shape.
  *   (a) rated: WIDE tickets of the joiner at 1000 and one of another player at 5000; the joiner
- *       at 1000 passes its own run.
+ *       at 1000 has no partner: counting the other players' fitting tickets (none) answers.
  *   (b') WIDE tickets of one player at 1015 (band 10), inside the band 1010 of a ticket at -20
- *       admitted 1000 s earlier; a joiner at 1000 fits none and passes the flood.
+ *       admitted 1000 s earlier; a joiner at 1000 fits none: the count answers again.
  */
 const WIDE = 2000;
 const WIDE_CALLS = 300;

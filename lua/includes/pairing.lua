@@ -122,43 +122,78 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
   end
 
   --[[
-    The counts below rest on every ticket meeting at least one of the two reach bounds (those
-    below the joiner the first, those above the second), true while no band is negative: while
-    the clock has not gone back past the newest ticket's admission (Redis TIME does not).
+    The counts below rest on every ticket meeting at least one of the two reach bounds: those
+    below the joiner the first, those above the second. That holds while no band is negative,
+    i.e. while the clock has not gone back past the newest ticket's admission (Redis TIME does
+    not). Checked once, when first needed.
   ]]
-  local newest = redis.call('ZRANGE', wkey, '-1', '-1')[1]
-  local countable = policy.initial + policy.widen * ((now - tonumber(redis.call('HGET', ticketKey(scope, newest), 'c'))) / 1000) >= 0
+  local countable = nil
+  local function canCount()
+    if countable == nil then
+      local newest = redis.call('ZRANGE', wkey, '-1', '-1')[1]
+      local newestAt = tonumber(redis.call('HGET', ticketKey(scope, newest), 'c'))
+      countable = policy.initial + policy.widen * ((now - newestAt) / 1000) >= 0
+    end
+    return countable
+  end
 
+  local joinerBound = scoreBound(rating)
   --[[
     How many tickets may fit among `total` tickets in the reach indexes `up`/`down` and `moved`
-    in the max index `mature`, O(log n): up + down - total counts those meeting both reach
-    bounds (each meets one), which every fitting ticket still in the reach indexes does, and a
-    ticket moved to `mature` fits exactly when it lies within max. Never fewer than fit.
+    in the max index `mature`, O(log n), never fewer than fit. A ticket still in the reach
+    indexes fits only if it meets both reach bounds; one in `mature` fits exactly when it lies
+    within max. With `byRating` (the same tickets by rating), counted for each side of the
+    joiner: every ticket below it meets the up bound, so up minus those below counts the ones
+    above meeting both, and likewise down; returns (above, below). Without, returns one count:
+    up + down - total meet both.
   ]]
-  local function countFitting(up, down, total, mature, moved)
-    local n = 0
-    if total > 0 then
-      n = redis.call('ZCOUNT', up, '-inf', upBound) + redis.call('ZCOUNT', down, '-inf', downBound) - total
+  local function countFitting(up, down, total, mature, moved, byRating)
+    if not byRating then
+      local n = 0
+      if total > 0 then
+        n = redis.call('ZCOUNT', up, '-inf', upBound) + redis.call('ZCOUNT', down, '-inf', downBound) - total
+      end
+      if moved > 0 then n = n + redis.call('ZCOUNT', mature, matureLow, matureHigh) end
+      return n
     end
-    if moved > 0 then n = n + redis.call('ZCOUNT', mature, matureLow, matureHigh) end
-    return n
+    local movedBelow = moved > 0 and redis.call('ZCOUNT', mature, '-inf', '(' .. joinerBound) or 0
+    local reachBelow = redis.call('ZCOUNT', byRating, '-inf', '(' .. joinerBound) - movedBelow
+    local above, below = 0, 0
+    if total > 0 then
+      above = redis.call('ZCOUNT', up, '-inf', upBound) - reachBelow
+      below = redis.call('ZCOUNT', down, '-inf', downBound) - (total - reachBelow)
+    end
+    if moved > 0 then
+      above = above + redis.call('ZCOUNT', mature, joinerBound, matureHigh)
+      below = below + redis.call('ZCOUNT', mature, matureLow, '(' .. joinerBound)
+    end
+    return above, below
+  end
+
+  -- One player's waiting tickets in the queue (ru/rd/rm, by rating rr), as countFitting with
+  -- `bySide`; false when the player has none, or tickets outside those indexes (they waited
+  -- before ru/rd existed), or the clock went back. Last, the player's ticket count.
+  local function playerFitting(who, bySide)
+    local upKey, movedKey, ratingKey = ownReachUpKey(scope, queue, who), ownMatureKey(scope, queue, who), ownRatingKey(scope, queue, who)
+    local total = redis.call('ZCARD', upKey)
+    local moved = policy.max and redis.call('ZCARD', movedKey) or 0
+    local size = total + moved
+    if size == 0 or not canCount() or redis.call('ZCARD', ratingKey) ~= size then
+      if bySide then return false, false, size end
+      return false, size
+    end
+    local a, b = countFitting(upKey, ownReachDownKey(scope, queue, who), total, movedKey, moved, bySide and ratingKey)
+    if bySide then return a, b, size end
+    return a, size
   end
 
   --[[
-    The same for one player's waiting tickets in the queue (ru/rd/rm), and the player's ticket
-    count. Tickets that are not counted do not fit, so once that many of the player's counted
-    tickets have been read, the rest of the player's tickets need no reading. Returns false
-    when the player has tickets outside those indexes (they waited before ru/rd existed; rr
-    holds them, so pastRun would pass them), or the clock went back: such a player is never
-    passed.
+    How many of `other`'s tickets may fit (playerFitting), and their count: once that many of
+    the player's counted tickets have been read, the rest need no reading. False: such a player
+    is never passed.
   ]]
-  local function fitCount(who)
-    if not countable then return false, 0 end
-    local upKey, movedKey = ownReachUpKey(scope, queue, who), ownMatureKey(scope, queue, who)
-    local total = redis.call('ZCARD', upKey)
-    local moved = policy.max and redis.call('ZCARD', movedKey) or 0
-    if total + moved == 0 or redis.call('ZCARD', ownRatingKey(scope, queue, who)) ~= total + moved then return false, total + moved end
-    return countFitting(upKey, ownReachDownKey(scope, queue, who), total, movedKey, moved), total + moved
+  local function fitCount(other)
+    return playerFitting(other, false)
   end
 
   --[[
@@ -190,19 +225,23 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
   end
 
   --[[
-    At least how many waiting tickets of other players fit the joiner (all of the queue's
-    counted tickets less the joiner's own, counted alike: the same tickets are in both), or
-    false when some waiting ticket is in neither qu nor qm (it waited before they existed).
+    At least how many waiting tickets of other players fit the joiner above it and below it:
+    all of the queue's counted tickets less the joiner's own, counted alike (the same tickets
+    are in both). Nil when some waiting ticket is in neither qu nor qm (it waited before they
+    existed) or the clock went back.
   ]]
   local function othersFitting()
+    if not canCount() then return nil end
+    if policy.max then moveMatured() end
     local qu, qm = reachUpKey(scope, queue), matureKey(scope, queue)
     local total = redis.call('ZCARD', qu)
     local moved = policy.max and redis.call('ZCARD', qm) or 0
-    if total + moved ~= redis.call('ZCARD', rkey) then return false end
-    local all = countFitting(qu, reachDownKey(scope, queue), total, qm, moved)
-    if all == 0 then return 0 end
-    local own = fitCount(player)
-    return own and all - own or all
+    if total + moved ~= redis.call('ZCARD', rkey) then return nil end
+    local above, below = countFitting(qu, reachDownKey(scope, queue), total, qm, moved, rkey)
+    if above + below == 0 then return 0, 0 end
+    local ownAbove, ownBelow = playerFitting(player, true)
+    if ownAbove then return above - ownAbove, below - ownBelow end
+    return above, below
   end
 
   --[[
@@ -243,17 +282,20 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
       batch     the next fetch's size: the first is small (the nearest tickets often start a
                 run that is passed), the rest RATED_BATCH
       last      the owner of the unfit ticket just read on this side
-      empty     true once the side has no ticket left (see fillSide)
+      found     the other players' fitting tickets read on this side
+      fits      how many there are (countSides), nil until counted
+      empty     true once the side has no ticket left (see fillSide), or has read all `fits`
   ]]
   local NO_TICKETS = {} -- shared, never written
   local function newSide(step, at, stop)
-    return { step = step, at = at, stop = stop, got = NO_TICKETS, width = 1, from = 0, k = 0, batch = 2, last = nil, empty = false }
+    return { step = step, at = at, stop = stop, got = NO_TICKETS, width = 1, from = 0, k = 0, batch = 2, last = nil, empty = false, found = 0, fits = nil }
   end
 
   -- Whether `side` has a next ticket, fetching a batch when its last one is used up; a side
   -- found without one is marked `empty` for good. Scores are fetched only while the other side
   -- is not empty: alone, a side needs no distances.
   local function fillSide(side, other)
+    if side.empty then return false end
     if side.k >= 1 and side.k <= #side.got / side.width then return true end
     if (side.at - side.stop) * side.step > 0 then side.empty = true; return false end
     local from, to = side.at, math.min(side.stop, side.at + side.batch - 1)
@@ -274,19 +316,30 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     return math.abs(tonumber(side.got[2 * side.k]) - rating)
   end
 
-  -- No other player's ticket fits: no partner, whatever the queue holds. Else the window read
-  -- stops once it has read that many fitting tickets (a looser count only stops it later).
-  if countable and policy.max then moveMatured() end
-  local others = countable and othersFitting()
-  if others and others <= 0 then return nil end
-  local found = 0
-
   local best, bestSeq = nil, nil
-  local split = redis.call('ZCOUNT', rkey, '-inf', '(' .. scoreBound(rating))
+  local split = redis.call('ZCOUNT', rkey, '-inf', '(' .. joinerBound)
   split = math.max(windowAt, math.min(windowEnd + 1, split))
   local below, above = newSide(-1, split - 1, windowAt), newSide(1, split, windowEnd)
 
-  local queueAt = 0
+  --[[
+    After the first turn (which answers the cheap shapes), the other players' fitting tickets
+    are counted on each side. None at all: no partner, whatever the window holds. Else a side
+    is done once it has read that many (a looser count only ends it later): a side without any
+    is not read, and tickets that do not fit are read only where they lie nearer than a fitting
+    ticket on the same side.
+  ]]
+  local function countSides()
+    local fitsAbove, fitsBelow = othersFitting()
+    if fitsAbove == nil then return true end
+    if fitsAbove + fitsBelow <= 0 then return false end
+    above.fits, below.fits = fitsAbove, fitsBelow
+    for _, side in ipairs({ above, below }) do
+      if side.found >= side.fits then side.empty = true end
+    end
+    return true
+  end
+
+  local queueAt, counted = 0, false
   while true do
     for _ = 1, RATED_BATCH do
       local hasBelow, hasAbove = fillSide(below, above), fillSide(above, below)
@@ -302,8 +355,8 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
       end
       if seq then
         if bestSeq == nil or seq < bestSeq then best, bestSeq = id, seq end
-        found = found + 1
-        if found == others then return best end
+        side.found = side.found + 1
+        if side.found == side.fits then side.empty = true end
         side.last = nil
       elseif owner == player or (owner == side.last and passable(owner)) then
         -- A run of the joiner's own tickets, or of a player all of whose reaching ones are read.
@@ -313,6 +366,12 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
       else
         side.last = owner
       end
+    end
+
+    if not counted then
+      counted = true
+      if not countSides() then return nil end
+      if above.empty and below.empty then return best end
     end
 
     -- The queue read passes nothing: it only ever reads as many batches as the window read,
@@ -343,8 +402,15 @@ end
       a player with none is passed at once). Reading nearest first is what makes that come
       early: of one player's tickets, one that fits and one older that does not, the fitting one
       is the nearer (its distance <= its band <= the older band < the older distance).
-      Cost: O(log n + min(window size, tickets older than the answer)) ticket reads, where a
-      run in the window of the joiner's or of a passed player's tickets counts O(log^2 n).
+    - After one turn, the other players' fitting tickets are counted on each side of the joiner
+      (countSides, O(log n) with the reach indexes qu/qv and qm): none means no partner; a side
+      is done once it has read that many. On one side, a ticket that does not fit but lies
+      nearer than one that fits is that ticket's player's, younger (two players' would have
+      paired when the younger was admitted), so only such tickets, and the joiner's, are read
+      in vain.
+      Cost: O(log n) without a partner; with one, O(log n + min(window read, tickets older
+      than the answer)) ticket reads, where a run in the window of the joiner's or of a passed
+      player's tickets counts O(log^2 n).
   The window is widened by a relative 1e-12 so that float rounding at the exact band edge can
   only add a candidate (each one is then tested exactly), never drop one.
 ]]
