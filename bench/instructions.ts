@@ -7,7 +7,7 @@
  * the network, which callgrind does not see, is in that one only).
  *
  * Needs `valgrind` (with callgrind_control) and `redis-server` on PATH. Takes about a minute.
- * WIDE_SHAPES add two rated queues whose window holds more than one read batch.
+ * WIDE_SHAPES add three rated queues whose window holds more than one read batch.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -49,9 +49,11 @@ const SHAPES: Array<{ name: string; input: (k: number) => TicketInput }> = [
  * of WIDE tickets built first (test clock): every measured call is an admission that waits and
  * its cancel, counted together, so the queue keeps its shape.
  *   (a) rated: WIDE tickets of the joiner at 1000 and one of another player at 5000; the joiner
- *       at 1000 has no partner: counting the other players' fitting tickets (none) answers.
+ *       at 1000 passes its own run.
  *   (b') WIDE tickets of one player at 1015 (band 10), inside the band 1010 of a ticket at -20
- *       admitted 1000 s earlier; a joiner at 1000 fits none: the count answers again.
+ *       admitted 1000 s earlier; a joiner at 1000 fits none and passes the flood.
+ *   (b''') WIDE tickets of two players taking turns at 1015, 1026, 1037, … inside the band of a
+ *       ticket far below; a joiner at 1000 fits none: nothing to pass, the count answers.
  */
 const WIDE = 2000;
 const WIDE_CALLS = 300;
@@ -74,6 +76,17 @@ const WIDE_SHAPES: Array<{ name: string; policy: { initial: number; widenPerSeco
       await admit('old', 'old', -20);
       await clock(WIDE_T0 + 1_000_000);
       await pool(WIDE, IN_FLIGHT, (k) => admit(`flood-${k}`, 'flood', 1015));
+    },
+  },
+  {
+    name: "(b''') floods taking turns",
+    policy: { initial: 10, widenPerSecond: 1 },
+    joiner: 'joiner',
+    build: async (admit, clock) => {
+      const wait = 11 * WIDE + 100; // seconds: the old ticket's band then spans the floods
+      await admit('old', 'old', 1000 - (wait + 30));
+      await clock(WIDE_T0 + wait * 1000);
+      await pool(WIDE, IN_FLIGHT, (k) => admit(`turn-${k}`, k % 2 ? 'flood-b' : 'flood-a', 1015 + 11 * k));
     },
   },
 ];

@@ -26,6 +26,9 @@ end
 
 local RATED_BATCH = 16
 local MATURE_CHUNK = 512 -- most tickets readWideWindow's moveMatured reads at a time
+-- Tickets the window read reads before counting: enough to pass one run (the joiner's, or a
+-- flood after its player's fitting ticket) and finish, which cheap shapes do.
+local FIRST_TURN = 4
 
 -- The band of a ticket waiting since `createdAt`: min(max, initial + widen * waitingSeconds).
 local function tolerance(policy, createdAt, now)
@@ -322,11 +325,11 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
   local below, above = newSide(-1, split - 1, windowAt), newSide(1, split, windowEnd)
 
   --[[
-    After the first turn (which answers the cheap shapes), the other players' fitting tickets
-    are counted on each side. None at all: no partner, whatever the window holds. Else a side
-    is done once it has read that many (a looser count only ends it later): a side without any
-    is not read, and tickets that do not fit are read only where they lie nearer than a fitting
-    ticket on the same side.
+    After a first turn of FIRST_TURN tickets (it answers the cheap shapes), the other players'
+    fitting tickets are counted on each side. None at all: no partner, whatever the window
+    holds. Else a side is done once it has read that many (a looser count only ends it later):
+    a side without any is not read, and tickets that do not fit are read only where they lie
+    nearer than a fitting ticket on the same side.
   ]]
   local function countSides()
     local fitsAbove, fitsBelow = othersFitting()
@@ -341,7 +344,7 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
 
   local queueAt, counted = 0, false
   while true do
-    for _ = 1, RATED_BATCH do
+    for _ = 1, counted and RATED_BATCH or FIRST_TURN do
       local hasBelow, hasAbove = fillSide(below, above), fillSide(above, below)
       if not hasBelow and not hasAbove then return best end
       local side = above
@@ -402,12 +405,12 @@ end
       a player with none is passed at once). Reading nearest first is what makes that come
       early: of one player's tickets, one that fits and one older that does not, the fitting one
       is the nearer (its distance <= its band <= the older band < the older distance).
-    - After one turn, the other players' fitting tickets are counted on each side of the joiner
-      (countSides, O(log n) with the reach indexes qu/qv and qm): none means no partner; a side
-      is done once it has read that many. On one side, a ticket that does not fit but lies
-      nearer than one that fits is that ticket's player's, younger (two players' would have
-      paired when the younger was admitted), so only such tickets, and the joiner's, are read
-      in vain.
+    - After FIRST_TURN tickets, the other players' fitting tickets are counted on each side of
+      the joiner (countSides, O(log n) with the reach indexes qu/qv and qm): none means no
+      partner; a side is done once it has read that many. On one side, a ticket that does not
+      fit but lies nearer than one that fits is that ticket's player's, younger (two players'
+      would have paired when the younger was admitted), so only such tickets, and the joiner's,
+      are read in vain.
       Cost: O(log n) without a partner; with one, O(log n + min(window read, tickets older
       than the answer)) ticket reads, where a run in the window of the joiner's or of a passed
       player's tickets counts O(log^2 n).
