@@ -218,6 +218,63 @@ async function ratedQueue(ctx: BenchContext, app: BenchApp, log: (line: string) 
 }
 
 /**
+ * A rated shape whose window is wide: at T0 an old ticket of `player-old` at `oldRating`; at
+ * T0 + `waitMs` a flood of `depth` tickets (`flood(i)`), then with `withFit` one fitting ticket;
+ * the joiner then waits (and is cancelled) or pairs with the fitting ticket (and the next one
+ * is laid down, untimed).
+ */
+interface WideShape {
+  tag: string;
+  name: string;
+  policy: { initial: number; widenPerSecond: number };
+  oldRating: number;
+  waitMs: number;
+  flood: (i: number) => { player: string; rating: number };
+  fit: { player: string; rating: number };
+  joiner: { player: string; rating: number };
+}
+
+async function wideWindow(ctx: BenchContext, app: BenchApp, log: (line: string) => void, shape: WideShape, withFit: boolean): Promise<DepthResult[]> {
+  const plans = [
+    { depth: 0, perRound: 60, warmup: 20 },
+    { depth: 1_000, perRound: 60, warmup: 5 },
+    { depth: 10_000, perRound: 60, warmup: 5 },
+    { depth: 100_000, perRound: 60, warmup: 5 },
+  ];
+  const { tag, name } = shape;
+  const queueOf = (depth: number): Queue => ({ key: `${tag}wide:${depth}`, size: 2, rating: shape.policy });
+  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
+  for (const { depth } of plans) {
+    await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-old`, player: 'player-old......', queue: queueOf(depth), rating: shape.oldRating, payload: PAYLOAD }));
+  }
+  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + shape.waitMs));
+  const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
+  for (const { depth } of plans) {
+    const queue = queueOf(depth);
+    const fit = async (i: number) => {
+      const state = stateOf(await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-fit-${i}`, ...shape.fit, queue, payload: PAYLOAD })));
+      if (state !== 'waiting') throw new Error(`bench shape broken: ${name}'s fitting ticket ${state}`);
+    };
+    const start = nowMs();
+    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-${i}`, ...shape.flood(i), queue, payload: PAYLOAD })));
+    if (withFit) await fit(0);
+    const setupMs = nowMs() - start;
+    if (depth > 0) log(`  ${name} built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
+    const id = (i: number) => `${tag}${depth}-join-${i}`;
+    const series = new Series(
+      ctx,
+      id,
+      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), ...shape.joiner, queue, payload: PAYLOAD })),
+      withFit ? 'matched' : 'waiting',
+      (i) => (withFit ? fit(i + 1) : ctx.store.cancelTicket(app.appId, id(i))),
+    );
+    built.push({ depth, series, setupMs });
+  }
+  await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
+  return built.map((b) => b.series.result(b.depth, b.setupMs));
+}
+
+/**
  * (b') N rated tickets of ONE other player, each just out of the joiner's reach, inside a window
  * made wide by an older ticket (DESIGN.md's (b) read as a single player's flood): policy
  * {initial 10, widen 1/s}; at T0 a ticket at -20; at T0+1000s its band is 1010, the flood waits at
@@ -228,47 +285,18 @@ async function ratedQueue(ctx: BenchContext, app: BenchApp, log: (line: string) 
  * player is no longer one without a reaching ticket: the flood is passed because the read,
  * nearest first, has read that player's one reaching ticket before it meets the flood.
  */
-async function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: string) => void, withFit: boolean): Promise<DepthResult[]> {
-  const policy = { initial: 10, widenPerSecond: 1 };
-  const plans = [
-    { depth: 0, perRound: 60, warmup: 20 },
-    { depth: 1_000, perRound: 60, warmup: 5 },
-    { depth: 10_000, perRound: 60, warmup: 5 },
-    { depth: 100_000, perRound: 60, warmup: 5 },
-  ];
-  const tag = withFit ? 'g' : 'f';
-  const name = withFit ? "(b'')" : "(b')";
-  const floodPlayer = 'player-flood....';
-  const queueOf = (depth: number): Queue => ({ key: `${tag}flood:${depth}`, size: 2, rating: policy });
-  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
-  for (const { depth } of plans) {
-    await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-old`, player: 'player-old......', queue: queueOf(depth), rating: -20, payload: PAYLOAD }));
-  }
-  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + 1_000_000));
-  const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
-  for (const { depth } of plans) {
-    const queue = queueOf(depth);
-    const fit = async (i: number) => {
-      const state = stateOf(await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-fit-${i}`, player: floodPlayer, queue, rating: 1005, payload: PAYLOAD })));
-      if (state !== 'waiting') throw new Error(`bench shape broken: ${name}'s fitting ticket ${state}`);
-    };
-    const start = nowMs();
-    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-${i}`, player: floodPlayer, queue, rating: 1015, payload: PAYLOAD })));
-    if (withFit) await fit(0);
-    const setupMs = nowMs() - start;
-    if (depth > 0) log(`  ${name} built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
-    const id = (i: number) => `${tag}${depth}-join-${i}`;
-    const series = new Series(
-      ctx,
-      id,
-      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: 'joiner-flood....', queue, rating: 1000, payload: PAYLOAD })),
-      withFit ? 'matched' : 'waiting',
-      (i) => (withFit ? fit(i + 1) : ctx.store.cancelTicket(app.appId, id(i))),
-    );
-    built.push({ depth, series, setupMs });
-  }
-  await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
-  return built.map((b) => b.series.result(b.depth, b.setupMs));
+function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: string) => void, withFit: boolean): Promise<DepthResult[]> {
+  const player = 'player-flood....';
+  return wideWindow(ctx, app, log, {
+    tag: withFit ? 'g' : 'f',
+    name: withFit ? "(b'')" : "(b')",
+    policy: { initial: 10, widenPerSecond: 1 },
+    oldRating: -20,
+    waitMs: 1_000_000,
+    flood: () => ({ player, rating: 1015 }),
+    fit: { player, rating: 1005 },
+    joiner: { player: 'joiner-flood....', rating: 1000 },
+  }, withFit);
 }
 
 /**
@@ -282,49 +310,18 @@ async function floodInWindow(ctx: BenchContext, app: BenchApp, log: (line: strin
  * With `withFit`, one ticket of a third player at 3 comes after the flood: the joiner pairs with
  * it, and the next such ticket is laid down after each admission (untimed).
  */
-async function floodsTakingTurns(ctx: BenchContext, app: BenchApp, log: (line: string) => void, withFit: boolean): Promise<DepthResult[]> {
-  const policy = { initial: 10, widenPerSecond: 1 };
+function floodsTakingTurns(ctx: BenchContext, app: BenchApp, log: (line: string) => void, withFit: boolean): Promise<DepthResult[]> {
   const wait = 11 * DEPTHS[DEPTHS.length - 1]! + 100; // seconds
-  const plans = [
-    { depth: 0, perRound: 60, warmup: 20 },
-    { depth: 1_000, perRound: 60, warmup: 5 },
-    { depth: 10_000, perRound: 60, warmup: 5 },
-    { depth: 100_000, perRound: 60, warmup: 5 },
-  ];
-  const tag = withFit ? 'u' : 't';
-  const name = withFit ? "(b''') + fit" : "(b''')";
-  const queueOf = (depth: number): Queue => ({ key: `${tag}turns:${depth}`, size: 2, rating: policy });
-  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0));
-  for (const { depth } of plans) {
-    await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-old`, player: 'player-old......', queue: queueOf(depth), rating: -(wait + 30), payload: PAYLOAD }));
-  }
-  await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + wait * 1000));
-  const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
-  for (const { depth } of plans) {
-    const queue = queueOf(depth);
-    const fit = async (i: number) => {
-      const state = stateOf(await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-fit-${i}`, player: 'player-near.....', queue, rating: 3, payload: PAYLOAD })));
-      if (state !== 'waiting') throw new Error(`bench shape broken: ${name}'s fitting ticket ${state}`);
-    };
-    const start = nowMs();
-    await pool(depth, 2000, (i) =>
-      ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-${i}`, player: i % 2 ? 'player-flood-b..' : 'player-flood-a..', queue, rating: 15 + 11 * i, payload: PAYLOAD })),
-    );
-    if (withFit) await fit(0);
-    const setupMs = nowMs() - start;
-    if (depth > 0) log(`  ${name} built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
-    const id = (i: number) => `${tag}${depth}-join-${i}`;
-    const series = new Series(
-      ctx,
-      id,
-      (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), player: 'joiner-turns....', queue, rating: 0, payload: PAYLOAD })),
-      withFit ? 'matched' : 'waiting',
-      (i) => (withFit ? fit(i + 1) : ctx.store.cancelTicket(app.appId, id(i))),
-    );
-    built.push({ depth, series, setupMs });
-  }
-  await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
-  return built.map((b) => b.series.result(b.depth, b.setupMs));
+  return wideWindow(ctx, app, log, {
+    tag: withFit ? 'u' : 't',
+    name: withFit ? "(b''') + fit" : "(b''')",
+    policy: { initial: 10, widenPerSecond: 1 },
+    oldRating: -(wait + 30),
+    waitMs: wait * 1000,
+    flood: (i) => ({ player: i % 2 ? 'player-flood-b..' : 'player-flood-a..', rating: 15 + 11 * i }),
+    fit: { player: 'player-near.....', rating: 3 },
+    joiner: { player: 'joiner-turns....', rating: 0 },
+  }, withFit);
 }
 
 const BURST_PLAYER = 'player-burst....';
