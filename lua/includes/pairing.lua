@@ -126,9 +126,9 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
 
   --[[
     The counts below rest on every ticket meeting at least one of the two reach bounds: those
-    below the joiner the first, those above the second. That holds while no band is negative,
-    i.e. while the clock has not gone back past the newest ticket's admission (Redis TIME does
-    not). Checked once, when first needed.
+    below the joiner the first, those above the second. That holds while no band is negative:
+    checked on the newest ticket's (the smallest, as long as the clock never went back between
+    admissions, which the window assumes too; Redis TIME does not), once, when first needed.
   ]]
   local countable = nil
   local function canCount()
