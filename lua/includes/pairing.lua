@@ -228,10 +228,41 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
   end
 
   --[[
+    Indexes the waiting tickets that are in neither qu nor qm (they waited before those
+    existed) there and in their player's reach and rating indexes, so that counting works from
+    then on: once per ticket, O(log n) each, as moving matured ones. A ticket whose band has
+    reached max goes to qu too, and moves with the next count.
+  ]]
+  local function indexOlderTickets()
+    local qu, qv, qm = reachUpKey(scope, queue), reachDownKey(scope, queue), matureKey(scope, queue)
+    local at = 0
+    while true do
+      local ids = redis.call('ZRANGE', wkey, int(at), int(at + MATURE_CHUNK - 1))
+      if #ids == 0 then return end
+      local inReach = redis.call('ZMSCORE', qu, unpack(ids))
+      local inMature = policy.max and redis.call('ZMSCORE', qm, unpack(ids)) or {}
+      for i = 1, #ids do
+        if not inReach[i] and not inMature[i] then
+          local id = ids[i]
+          local f = redis.call('HMGET', ticketKey(scope, id), 'p', 'r', 'c')
+          local reach = reachScores(tonumber(f[2]), policy.widen, tonumber(f[3]))
+          redis.call('ZADD', qu, reach[1], id)
+          redis.call('ZADD', qv, reach[2], id)
+          redis.call('ZADD', ownReachUpKey(scope, queue, f[1]), reach[1], id)
+          redis.call('ZADD', ownReachDownKey(scope, queue, f[1]), reach[2], id)
+          redis.call('ZADD', ownRatingKey(scope, queue, f[1]), f[2], id)
+        end
+      end
+      if #ids < MATURE_CHUNK then return end
+      at = at + MATURE_CHUNK
+    end
+  end
+
+  --[[
     At least how many waiting tickets of other players fit the joiner above it and below it:
     all of the queue's counted tickets less the joiner's own, counted alike (the same tickets
-    are in both). Nil when some waiting ticket is in neither qu nor qm (it waited before they
-    existed) or the clock went back.
+    are in both). Tickets that waited before qu/qv existed are indexed first. Nil when the
+    clock went back, or the indexes disagree otherwise (never expected).
   ]]
   local function othersFitting()
     if not canCount() then return nil end
@@ -239,7 +270,12 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     local qu, qm = reachUpKey(scope, queue), matureKey(scope, queue)
     local total = redis.call('ZCARD', qu)
     local moved = policy.max and redis.call('ZCARD', qm) or 0
-    if total + moved ~= redis.call('ZCARD', rkey) then return nil end
+    local waiting = redis.call('ZCARD', rkey)
+    if total + moved < waiting then
+      indexOlderTickets()
+      total = redis.call('ZCARD', qu)
+    end
+    if total + moved ~= waiting then return nil end
     local above, below = countFitting(qu, reachDownKey(scope, queue), total, qm, moved, rkey)
     if above + below == 0 then return 0, 0 end
     local ownAbove, ownBelow = playerFitting(player, true)

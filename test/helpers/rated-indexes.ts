@@ -1,9 +1,9 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../src/redis/connection.js';
 import type { Keys } from '../../src/redis/keys.js';
 
 type Scores = Map<string, string>;
 
-async function scoresOf(redis: Redis, key: string): Promise<Scores> {
+async function scoresOf(redis: RedisClient, key: string): Promise<Scores> {
   const flat = await redis.zrange(key, 0, -1, 'WITHSCORES');
   const scores: Scores = new Map();
   for (let i = 0; i < flat.length; i += 2) scores.set(flat[i]!, flat[i + 1]!);
@@ -20,7 +20,7 @@ const sameMembers = (a: Scores, b: Scores) => a.size === b.size && [...a.keys()]
  * key of the queue of any of `players` holds a ticket that is not waiting in it. Assumes every
  * ticket was admitted by this version (none from before an index existed).
  */
-export async function ratedIndexProblems(redis: Redis, keys: Keys, appId: string, queue: string, players: string[]): Promise<string[]> {
+export async function ratedIndexProblems(redis: RedisClient, keys: Keys, appId: string, queue: string, players: string[]): Promise<string[]> {
   const problems: string[] = [];
   const q = keys.queueRated(appId, queue);
   const [waiting, byRating, up, down, mature] = (await Promise.all(

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Harness, type TestApp } from '../helpers/harness.js';
 import { ratedQueue, ticket } from '../helpers/tickets.js';
+import { ratedIndexProblems } from '../helpers/rated-indexes.js';
 
 let h: Harness;
 let app: TestApp;
@@ -394,13 +395,33 @@ describe('pairing compatibility', () => {
       }
     });
 
-    it('does not trust its count of fitting tickets while a waiting ticket is missing from qu and qm (it waited before they existed)', async () => {
+    it('indexes tickets from before qu and qv existed when it first counts, and pairs as before', async () => {
       for (const mirror of [false, true]) {
         const { queue, put } = await scene(mirror);
-        const fit = await fitThenFlood(put); // y's only fitting ticket: counted, the count would say none
+        const fit = await fitThenFlood(put); // y's only fitting ticket: uncounted, the count would say none
+        // As if every ticket had waited before the queue-wide reach indexes existed, and y's
+        // fitting one before its player's too.
         const { reachUp, reachDown } = h.keys.queueRated(app.appId, queue.key);
-        expect(await h.redis.zrem(reachUp, fit)).toBe(1);
-        expect(await h.redis.zrem(reachDown, fit)).toBe(1);
+        expect(await h.redis.del(reachUp, reachDown)).toBe(2);
+        const own = h.keys.queuePlayerRated(app.appId, queue.key, 'y');
+        const waitsOn = (await h.redis.zrange(own.byRating, 0, -1)).find((id) => id !== fit)!;
+        for (const id of [fit, waitsOn]) {
+          for (const key of [own.reachUp, own.reachDown]) expect(await h.redis.zrem(key, id)).toBe(1);
+        }
+        await expectPairing(queue, fit, `mirror ${mirror}`);
+        expect(await ratedIndexProblems(h.redis, h.keys, app.appId, queue.key, ['far', 'y', 'x'])).toEqual([]);
+        expect(await h.redis.zcard(reachUp)).toBe(60); // 40 far tickets and y's flood of 20
+      }
+    });
+
+    it('does not count while the queue\'s reach indexes hold a ticket that is not waiting (they disagree: never expected)', async () => {
+      for (const mirror of [false, true]) {
+        const { queue, put } = await scene(mirror);
+        const fit = await fitThenFlood(put);
+        // A stray entry that meets neither reach bound would make the count one too low: none.
+        const { reachUp, reachDown } = h.keys.queueRated(app.appId, queue.key);
+        await h.redis.zadd(reachUp, 1e15, 'stray');
+        await h.redis.zadd(reachDown, 1e15, 'stray');
         await expectPairing(queue, fit, `mirror ${mirror}`);
       }
     });

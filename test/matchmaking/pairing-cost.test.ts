@@ -87,6 +87,20 @@ describe('a rated admission in a wide window of other players\' interleaved floo
     expect(await ratedIndexProblems(redis, keys, APP, queue.key, ['old', 'flood-a', 'flood-b', 'joiner'])).toEqual([]);
   });
 
+  it('after an upgrade, the first count indexes the tickets from before qu/qv once; the next admission reads a first turn', async () => {
+    const queue = await interleavedFloods({ initial: 10, widenPerSecond: 1 });
+    const { reachUp, reachDown } = keys.queueRated(APP, queue.key);
+    expect(await redis.del(reachUp, reachDown)).toBe(2); // as if every ticket had waited before them
+    const first = await ticketsRead(() => admit({ id: 'join-up-1', player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(first.value.state).toBe('waiting');
+    expect(first.reads).toBe(4 + N + 1); // the first turn, and every waiting ticket once: the floods and the old one
+    await store.cancelTicket(APP, 'join-up-1');
+    expect(await ratedIndexProblems(redis, keys, APP, queue.key, ['old', 'flood-a', 'flood-b', 'joiner'])).toEqual([]);
+    const next = await ticketsRead(() => admit({ id: 'join-up-2', player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(next.value.state).toBe('waiting');
+    expect(next.reads).toBe(4);
+  });
+
   it('stops reading once it has read as many fitting tickets as there are', async () => {
     const queue = await interleavedFloods({ initial: 10, widenPerSecond: 1 });
     // One fitting ticket next to the joiner, admitted last: the queue read would reach it last.
