@@ -24,7 +24,7 @@
                             pairing.lua passes a run of one player's tickets in qr in O(log^2 n)
     ru:<n>:<queue><player>  zset  the same tickets, score = rating + widen * createdAt (s)
     rd:<n>:<queue><player>  zset  the same tickets, score = widen * createdAt (s) - rating: two
-                            ZCOUNTs count the player's tickets that reach a joiner (pairing.lua fitCount)
+                            ZCOUNTs count the player's tickets that reach a joiner (pairing.lua playerFitting)
     rm:<n>:<queue><player>  zset  one player's tickets of qm (ru/rd then no longer hold them),
                             score = rating
     qx:<queue>     zset     waiting tickets of one queue that have a cutoff, score = expiresAt

@@ -61,7 +61,7 @@ end
 
 -- One waiting rated ticket: its sequence when it is another player's and compatible (else
 -- nil), its player, and, given the joiner's reach bounds, whether its scores meet both (what
--- fitCount counts; max aside, every compatible ticket does).
+-- playerFitting counts; max aside, every compatible ticket does).
 local function ratedCandidate(scope, id, player, rating, now, policy, reachUp, reachDown)
   local f = redis.call('HMGET', ticketKey(scope, id), 'p', 'r', 'c', 'n')
   local r, c = tonumber(f[2]), tonumber(f[3])
@@ -173,9 +173,13 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     return above, below
   end
 
-  -- One player's waiting tickets in the queue (ru/rd/rm, by rating rr), as countFitting with
-  -- `bySide`; false when the player has none, or tickets outside those indexes (they waited
-  -- before ru/rd existed), or the clock went back. Last, the player's ticket count.
+  --[[
+    One player's waiting tickets in the queue (ru/rd/rm, by rating rr), counted as countFitting
+    does (by side with `bySide`), and last the player's ticket count. False when the player has
+    none, or tickets outside those indexes (they waited before ru/rd existed), or the clock went
+    back: such a player is never passed. Once as many of the player's counted tickets have been
+    read, the rest need no reading.
+  ]]
   local function playerFitting(who, bySide)
     local upKey, movedKey, ratingKey = ownReachUpKey(scope, queue, who), ownMatureKey(scope, queue, who), ownRatingKey(scope, queue, who)
     local total = redis.call('ZCARD', upKey)
@@ -188,15 +192,6 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     local a, b = countFitting(upKey, ownReachDownKey(scope, queue, who), total, movedKey, moved, bySide and ratingKey)
     if bySide then return a, b, size end
     return a, size
-  end
-
-  --[[
-    How many of `other`'s tickets may fit (playerFitting), and their count: once that many of
-    the player's counted tickets have been read, the rest need no reading. False: such a player
-    is never passed.
-  ]]
-  local function fitCount(other)
-    return playerFitting(other, false)
   end
 
   --[[
@@ -286,7 +281,7 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
   --[[
     Whether the window read may pass a run of `owner`'s tickets: every ticket of theirs that
     reaches the joiner has been read. `known[owner]` holds `ids`, the owner's reaching tickets
-    read so far, and once asked, `fit` and `size` from fitCount (asked once per player).
+    read so far, and once asked, `fit` and `size` from playerFitting (asked once per player).
   ]]
   local known = {}
   local function entry(owner)
@@ -295,19 +290,19 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
   end
   local function passable(owner)
     local k = entry(owner)
-    if k.fit == nil then k.fit, k.size = fitCount(owner) end
+    if k.fit == nil then k.fit, k.size = playerFitting(owner, false) end
     if not k.fit or #k.ids < k.fit then return false end
     if #k.ids == 0 then return true end
     -- Only indexed tickets are counted: one that waited before ru existed may be among those read.
-    local indexed = 0
-    for _, score in ipairs(redis.call('ZMSCORE', ownReachUpKey(scope, queue, owner), unpack(k.ids))) do
-      if score then indexed = indexed + 1 end
-    end
-    if policy.max then
-      for _, score in ipairs(redis.call('ZMSCORE', ownMatureKey(scope, queue, owner), unpack(k.ids))) do
-        if score then indexed = indexed + 1 end
+    local function indexedIn(key)
+      local n = 0
+      for _, score in ipairs(redis.call('ZMSCORE', key, unpack(k.ids))) do
+        if score then n = n + 1 end
       end
+      return n
     end
+    local indexed = indexedIn(ownReachUpKey(scope, queue, owner))
+    if policy.max then indexed = indexed + indexedIn(ownMatureKey(scope, queue, owner)) end
     return indexed == k.fit
   end
 
@@ -437,7 +432,7 @@ end
       compatible ticket, known once the window is read to both ends), and the queue read in
       admission order (the answer is the first compatible ticket met).
     - The window read passes a run of one player's tickets (pastRun) when the player is the
-      joiner, or every ticket of theirs that reaches the joiner has been read already (fitCount;
+      joiner, or every ticket of theirs that reaches the joiner has been read already (playerFitting;
       a player with none is passed at once). Reading nearest first is what makes that come
       early: of one player's tickets, one that fits and one older that does not, the fitting one
       is the nearer (its distance <= its band <= the older band < the older distance).

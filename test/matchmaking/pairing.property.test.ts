@@ -123,6 +123,12 @@ const floodArb: fc.Arbitrary<FloodTicket[]> = fc
     ),
   );
 
+/** A flood's tickets as create commands: rated, no cutoff. */
+const creates = (flood: FloodTicket[]): Command[] => flood.map((f): Command => ({ kind: 'create', player: f.player, rated: true, rating: f.rating, cutoffIn: null }));
+
+/** 40 tickets of one player far away (rating 1000): they never fit, but head the admission order. */
+const FAR: Command[] = creates(Array.from({ length: 40 }, () => ({ player: 9, rating: 1000 })));
+
 async function runSequence(policy: Queue['rating'], commands: Command[], flood: FloodTicket[] = [], before: Command[] = []): Promise<void> {
   runCounter += 1;
   const appId = `prop${runCounter}`;
@@ -133,7 +139,7 @@ async function runSequence(policy: Queue['rating'], commands: Command[], flood: 
   await redis.set(keys.testClock(appId), String(now));
   const steps: Command[] = [
     ...before,
-    ...flood.map((f): Command => ({ kind: 'create', player: f.player, rated: true, rating: f.rating, cutoffIn: null })),
+    ...creates(flood),
     ...commands,
   ];
   for (const [step, command] of steps.entries()) {
@@ -186,33 +192,29 @@ describe('the indexed pairing engine agrees with the reference rule', () => {
     );
   });
 
-  it('on 150 sequences with a flood after older tickets, whose wider bands put unfit flood tickets in the window', async () => {
-    // A joiner then meets runs of one player's tickets that do not fit it: the engine passes a
-    // run unread only when that player has no ticket that fits (pairing.lua hopeless).
-    const before = fc.array(commandArb, { minLength: 1, maxLength: 8 }).map((commands): Command[] => [...commands, { kind: 'advance', ms: 2500 }]);
-    await fc.assert(
+  /** 150 sequences: a prefix from `before`, then a flood (floodArb), then random commands. */
+  const afterPrefix = (before: fc.Arbitrary<Command[]>) =>
+    fc.assert(
       fc.asyncProperty(policyArb, before, floodArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, first, flood, commands) =>
         runSequence(policy, commands, flood, first),
       ),
       { numRuns: 150, ...replay },
     );
+
+  it('on 150 sequences with a flood after older tickets, whose wider bands put unfit flood tickets in the window', async () => {
+    // A joiner then meets runs of one player's tickets that do not fit it: the engine passes a
+    // run unread only when every ticket of that player that reaches it has been read
+    // (pairing.lua playerFitting).
+    await afterPrefix(fc.array(commandArb, { minLength: 1, maxLength: 8 }).map((commands): Command[] => [...commands, { kind: 'advance', ms: 2500 }]));
   });
 
   it('on 150 sequences behind 40 old tickets far away, with two waves of floods, so that the rating-order read answers', async () => {
     // The far tickets never fit (rating 1000) but head the admission order: the admission-order
     // read needs three batches to pass them, while the window read, passing runs of players whose
-    // reaching tickets it has read (pairing.lua fitCount), usually finishes first. Two waves 2.5 s
-    // apart give one player's tickets two band widths, so an older fitting ticket can lie beyond
-    // younger ones that do not fit.
-    const far: Command[] = Array.from({ length: 40 }, (): Command => ({ kind: 'create', player: 9, rated: true, rating: 1000, cutoffIn: null }));
-    const wave = (flood: FloodTicket[]): Command[] => flood.map((f): Command => ({ kind: 'create', player: f.player, rated: true, rating: f.rating, cutoffIn: null }));
-    const before = floodArb.map((first): Command[] => [...far, ...wave(first), { kind: 'advance', ms: 2500 }]);
-    await fc.assert(
-      fc.asyncProperty(policyArb, before, floodArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, first, flood, commands) =>
-        runSequence(policy, commands, flood, first),
-      ),
-      { numRuns: 150, ...replay },
-    );
+    // reaching tickets it has read (pairing.lua playerFitting), usually finishes first. Two waves
+    // 2.5 s apart give one player's tickets two band widths, so an older fitting ticket can lie
+    // beyond younger ones that do not fit.
+    await afterPrefix(floodArb.map((first): Command[] => [...FAR, ...creates(first), { kind: 'advance', ms: 2500 }]));
   });
 
   it('on 150 sequences behind 40 far tickets, with several players\' floods interleaved in rating, before and after bands reach max', async () => {
@@ -221,7 +223,6 @@ describe('the indexed pairing engine agrees with the reference rule', () => {
     // long, so the window read rarely passes any, and the engine's count of fitting tickets
     // (pairing.lua countFitting) is what decides: no partner at all, or stop once that many are read.
     // Clock steps up to 10 s move bands past max, so tickets move to the max index as they wait.
-    const far: Command[] = Array.from({ length: 40 }, (): Command => ({ kind: 'create', player: 9, rated: true, rating: 1000, cutoffIn: null }));
     const interleaved = (initial: number) =>
       fc
         .record({
@@ -239,7 +240,7 @@ describe('the indexed pairing engine agrees with the reference rule', () => {
     await fc.assert(
       fc.asyncProperty(
         policyArb.chain((policy) => fc.tuple(fc.constant(policy), interleaved(policy!.initial), steps)),
-        ([policy, flood, commands]) => runSequence(policy, commands, flood, far),
+        ([policy, flood, commands]) => runSequence(policy, commands, flood, FAR),
       ),
       { numRuns: 150, ...replay },
     );
