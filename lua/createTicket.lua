@@ -96,7 +96,7 @@ local partner, partnerPlayer, partnerNextSeq = findPartner(scope, queue, player,
 
 if not partner then
   redis.call('HSET', tkey, unpack(fields))
-  joinQueue(scope, id, queue, player, rating, seq, expiresAt, rated and reachScores(tonumber(rating), policy.widen, tonumber(createdAt)) or nil)
+  joinQueue(scope, id, queue, player, rating, seq, expiresAt, rated and reachScores(tonumber(rating), policy.widen, tonumber(createdAt)) or nil, createdAt)
   if expiresAt ~= '' and noCutoffs then setQueuePolicy(scope, queue, policyJson, false) end
   return { 'new', 'w', createdAt }
 end
@@ -104,9 +104,9 @@ end
 local matchId = 'm' .. seq
 local pkey = ticketKey(scope, partner)
 -- Read once: the reply's partner half, and whether the partner is in the cutoff index (x).
-local p = redis.call('HMGET', pkey, 'p', 'd', 'c', 'r', 'x')
+local p = redis.call('HMGET', pkey, 'p', 'd', 'c', 'r', 'x', 'n')
 if rated then
-  leaveQueue(scope, partner, queue, p[1], true, p[5] ~= false)
+  leaveQueue(scope, partner, queue, p[1], p[4], p[6], p[5] ~= false)
 else
   leaveQueueAsHead(scope, partner, queue, partnerPlayer, partnerNextSeq, p[5] ~= false)
 end

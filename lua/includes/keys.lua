@@ -16,6 +16,7 @@
     qm:<queue>     zset     the other ones: tickets whose band has reached max, score = rating.
                             qu/qv and qm count every other player's fitting ticket in O(log n)
                             (pairing.lua countFitting); qm holds the first ZCARD(qm) tickets of qw
+    qt:<queue>     hash     the queue's rating tree while it has one (ratingtree.lua): nodes by sequence
     qh:<queue>     zset     "player heads": player -> sequence of that player's oldest waiting
                             UNRATED ticket in the queue (finds another player's oldest in O(log n))
     qo:<n>:<queue><player>  zset  one player's waiting unrated tickets in one queue, score =
@@ -49,6 +50,7 @@ local function ratingKey(scope, queue) return scope .. 'qr:' .. queue end
 local function reachUpKey(scope, queue) return scope .. 'qu:' .. queue end
 local function reachDownKey(scope, queue) return scope .. 'qv:' .. queue end
 local function matureKey(scope, queue) return scope .. 'qm:' .. queue end
+local function treeKey(scope, queue) return scope .. 'qt:' .. queue end
 local function expiryKey(scope, queue) return scope .. 'qx:' .. queue end
 local function headsKey(scope, queue) return scope .. 'qh:' .. queue end
 local function admissionLimitKey(scope) return scope .. 'rl:admissions' end

@@ -7,6 +7,7 @@
 ]]
 --- @include "keys"
 --- @include "clock"
+--- @include "ratingtree"
 
 -- Unrated: the oldest waiting ticket of another player, from the player-head index. At most
 -- two heads are read: the oldest, and the next when the oldest is the joining player's own.
@@ -29,6 +30,8 @@ local MATURE_CHUNK = 512 -- most tickets readWideWindow's moveMatured reads at a
 -- Tickets the window read reads before counting: enough to pass one run (the joiner's, or a
 -- flood after its player's fitting ticket) and finish, which cheap shapes do.
 local FIRST_TURN = 4
+-- Batches the window read reads after counting before the queue gets its rating tree.
+local TREE_AFTER = 4
 
 -- The band of a ticket waiting since `createdAt`: min(max, initial + widen * waitingSeconds).
 local function tolerance(policy, createdAt, now)
@@ -73,6 +76,75 @@ local function ratedCandidate(scope, id, player, rating, now, policy, reachUp, r
 end
 
 --[[
+  A joiner's reach bounds (see reachScores) as numbers, widened by a relative 1e-12: rounding
+  can make a ticket count as reaching, never drop one. Then r -+ max, the bounds of a ticket
+  whose band has reached max, widened the same way (-inf and +inf without max).
+]]
+local function reachBounds(rating, now, policy)
+  local wt = policy.widen * (now / 1000)
+  local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
+  local low, high = -math.huge, math.huge
+  if policy.max then
+    local maxSlack = (math.abs(rating) + policy.max) * 1e-12
+    low, high = rating - policy.max - maxSlack, rating + policy.max + maxSlack
+  end
+  return rating + policy.initial + wt + slack, policy.initial + wt - rating + slack, low, high
+end
+
+-- Builds the queue's rating tree from its waiting tickets (qr, read in chunks): O(n) once,
+-- amortised over the admissions that made the queue that deep since it last had none.
+local function buildTree(scope, queue, policy, always)
+  local rkey, entries = ratingKey(scope, queue), {}
+  local at = 0
+  while true do
+    local ids = redis.call('ZRANGE', rkey, int(at), int(at + MATURE_CHUNK - 1))
+    for i = 1, #ids do
+      local f = redis.call('HMGET', ticketKey(scope, ids[i]), 'r', 'c', 'p', 'n')
+      entries[#entries + 1] = { ids[i], tonumber(f[1]), tonumber(f[2]), f[3], tonumber(f[4]) }
+    end
+    if #ids < MATURE_CHUNK then break end
+    at = at + MATURE_CHUNK
+  end
+  local t = redis.call('TIME')
+  return RatingTree.build(scope, queue, policy.widen, t[1] .. t[2], entries, always)
+end
+
+--[[
+  The oldest compatible ticket from the queue's rating tree (ratingtree.lua), O(log n): its ID,
+  false when there is none, nil when the tree cannot tell.
+    - The farthest fitting ticket above the joiner and the farthest below bound every fitting
+      ticket's rating. Found in the tree by its reach summaries: a ticket above the joiner fits
+      exactly when its up score meets the up bound (see reachScores) and it lies within max,
+      one below likewise. Neither: no ticket fits.
+    - Between them, the oldest ticket of another player (the tree's per-subtree oldest two of
+      different players) is the answer if it fits: every fitting ticket lies there. It does
+      whenever each ticket waited since before the clock last went back, if ever: a ticket that
+      does not fit but lies nearer than one that fits (same side) is the same player's, and
+      younger (two players' would have paired when the younger was admitted).
+    - Else (the clock went back; or the tree does not hold exactly the waiting tickets, when
+      other code admitted or removed tickets: it is dropped, or rebuilt in test mode) nil, and
+      the window read goes on.
+]]
+local function treePartner(scope, queue, tree, player, rating, now, policy)
+  if tree.size ~= redis.call('ZCARD', ratingKey(scope, queue)) then
+    if not tree.always then
+      tree:drop()
+      return nil
+    end
+    tree = buildTree(scope, queue, policy, true) -- test mode keeps a tree: a new one
+  end
+  local upBound, downBound, low, high = reachBounds(rating, now, policy)
+  local function fits(n) return math.abs(rating - tree:ratingOf(n)) <= tolerance(policy, tree:createdAtOf(n), now) end
+  local above = tree:farAbove(tree.root, rating, high, upBound, fits)
+  local below = tree:farBelow(tree.root, low, rating, downBound, fits)
+  if not above and not below then return false end
+  local oldest = tree:oldestIn(below and tree:ratingOf(below) or rating, above and tree:ratingOf(above) or rating, player)
+  if not oldest then return false end
+  if fits(oldest) then return tree:ticketOf(oldest) end
+  return nil
+end
+
+--[[
   The rank just past a run of one player's tickets in `index` (the queue's qr), read in
   direction `step` (1 up, -1 down) from `rank`, where the member `id` stands. `own` is that
   player's index of the same order (rr: the same members, scores and so order). Both are read
@@ -108,21 +180,13 @@ end
   windowEnd of qr), in turns with the queue read. Its helpers are defined here, not at the top
   of the script, so that admissions that never get here do not create them.
 ]]
-local function readWideWindow(scope, queue, player, rating, now, policy, windowAt, windowEnd)
+local function readWideWindow(scope, queue, player, rating, now, policy, windowAt, windowEnd, tree)
   local wkey, rkey = waitingKey(scope, queue), ratingKey(scope, queue)
 
-  -- The joiner's two reach bounds (see reachScores), widened by a relative 1e-12: rounding can
-  -- make a ticket count as reaching, never drop one. With a max, the bounds of a ticket whose
-  -- band has reached it (in qm/rm) are r +- max, widened the same way.
-  local wt = policy.widen * (now / 1000)
-  local slack = (math.abs(rating) + policy.initial + math.abs(wt) + 1) * 1e-12
-  local reachUp, reachDown = rating + policy.initial + wt + slack, policy.initial + wt - rating + slack
+  local reachUp, reachDown, maxLow, maxHigh = reachBounds(rating, now, policy)
   local upBound, downBound = scoreBound(reachUp), scoreBound(reachDown)
   local matureLow, matureHigh
-  if policy.max then
-    local maxSlack = (math.abs(rating) + policy.max) * 1e-12
-    matureLow, matureHigh = scoreBound(rating - policy.max - maxSlack), scoreBound(rating + policy.max + maxSlack)
-  end
+  if policy.max then matureLow, matureHigh = scoreBound(maxLow), scoreBound(maxHigh) end
 
   --[[
     The counts below rest on every ticket meeting at least one of the two reach bounds: those
@@ -373,7 +437,7 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
     return true
   end
 
-  local queueAt, counted = 0, false
+  local queueAt, counted, treeDue = 0, false, TREE_AFTER
   while true do
     for _ = 1, counted and RATED_BATCH or FIRST_TURN do
       local hasBelow, hasAbove = fillSide(below, above), fillSide(above, below)
@@ -406,6 +470,18 @@ local function readWideWindow(scope, queue, player, rating, now, policy, windowA
       counted = true
       if not countSides() then return nil end
       if above.empty and below.empty then return best end
+    end
+
+    -- A queue with a rating tree asks it now; one without gets one after TREE_AFTER more
+    -- batches. `tree` is false once it could not tell (then the reads go on).
+    if tree ~= false then
+      if tree or treeDue == 0 then
+        tree = tree or buildTree(scope, queue, policy, false)
+        local answer = treePartner(scope, queue, tree, player, rating, now, policy)
+        if answer ~= nil then return answer or nil end
+        tree = false
+      end
+      treeDue = treeDue - 1
     end
 
     -- The queue read passes nothing: it only ever reads as many batches as the window read,
@@ -458,6 +534,13 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local windowSize = redis.call('ZCOUNT', rkey, low, high)
   if windowSize == 0 then return nil end
 
+  local tree = RatingTree.open(scope, queue)
+  if tree and tree.always then
+    local answer = treePartner(scope, queue, tree, player, rating, now, policy)
+    if answer ~= nil then return answer or nil end
+    tree = false
+  end
+
   -- Both reads go by rank (O(log n + batch) each), never by a growing LIMIT offset.
   local windowAt = redis.call('ZCOUNT', rkey, '-inf', '(' .. low)
   local windowEnd = windowAt + windowSize - 1
@@ -470,7 +553,7 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
     end
     return best
   end
-  return readWideWindow(scope, queue, player, rating, now, policy, windowAt, windowEnd)
+  return readWideWindow(scope, queue, player, rating, now, policy, windowAt, windowEnd, tree)
 end
 
 -- Returns the partner's ID, or nil; for an unrated partner also its player and the sequence of

@@ -10,6 +10,7 @@
     rs  reason: requested | expired                         ca  cancelledAt
 ]]
 --- @include "keys"
+--- @include "ratingtree"
 
 -- A queue's entry in qp (keys.lua) is its policy JSON, followed by NO_CUTOFFS while no ticket
 -- with a cutoff has waited in the queue: admissions then skip its cutoff index (qx), one call
@@ -31,9 +32,11 @@ end
 
 -- Puts a new waiting ticket into its queue's indexes.
 -- `rating` is the ticket's rating as JSON number text, or "" when unrated; a rated ticket
--- brings its reach scores { up, down } as text (pairing.lua reachScores).
-local function joinQueue(scope, id, queue, player, rating, seq, expiresAt, reach)
+-- brings its reach scores { up, down } as text (pairing.lua reachScores) and its createdAt.
+local function joinQueue(scope, id, queue, player, rating, seq, expiresAt, reach, createdAt)
   if rating ~= '' then
+    local tree = RatingTree.open(scope, queue)
+    if tree then tree:insert(tonumber(rating), tonumber(createdAt), player, id, tonumber(seq)) end
     redis.call('ZADD', waitingKey(scope, queue), seq, id)
     redis.call('ZADD', ratingKey(scope, queue), rating, id)
     redis.call('ZADD', ownRatingKey(scope, queue, player), rating, id)
@@ -60,9 +63,15 @@ local function moveHead(scope, queue, player, nextSeq)
 end
 
 -- Takes a waiting ticket out of its queue's indexes (on cancel or expiry): O(log n).
+-- `rating` and `seq`: the ticket's stored r (false when unrated) and n.
 -- `hasCutoff`: whether the ticket has an expiresAt (only then is it in the cutoff index).
-local function leaveQueue(scope, id, queue, player, rated, hasCutoff)
-  if rated then
+local function leaveQueue(scope, id, queue, player, rating, seq, hasCutoff)
+  if rating then
+    local tree = RatingTree.open(scope, queue)
+    if tree then
+      tree:remove(tonumber(rating), tonumber(seq))
+      if tree.size < RatingTree.TREE_MIN and not tree.always then tree:drop() end
+    end
     redis.call('ZREM', waitingKey(scope, queue), id)
     redis.call('ZREM', ratingKey(scope, queue), id)
     redis.call('ZREM', ownRatingKey(scope, queue, player), id)
@@ -95,9 +104,9 @@ end
 
 local function cancelWaiting(scope, id, reason, now)
   local tkey = ticketKey(scope, id)
-  local f = redis.call('HMGET', tkey, 'q', 'p', 'r', 'x')
+  local f = redis.call('HMGET', tkey, 'q', 'p', 'r', 'x', 'n')
   redis.call('HSET', tkey, 's', 'c', 'rs', reason, 'ca', int(now))
-  leaveQueue(scope, id, f[1], f[2], f[3] ~= false, f[4] ~= false)
+  leaveQueue(scope, id, f[1], f[2], f[3], f[5], f[4] ~= false)
 end
 
 -- Adds n to one of the app's event counters (keys.lua statsKey names the fields).

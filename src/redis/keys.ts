@@ -107,6 +107,11 @@ export class Keys {
     return { byRating: `${scope}qr:${queue}`, reachUp: `${scope}qu:${queue}`, reachDown: `${scope}qv:${queue}`, mature: `${scope}qm:${queue}` };
   }
 
+  /** Hash: one rated queue's rating tree while it has one (keys.lua treeKey, lua/includes/ratingtree.lua). */
+  queueRatingTree(appId: string, queue: string): string {
+    return `${this.appScope(appId)}qt:${queue}`;
+  }
+
   /** Sorted set: waiting tickets of one queue that have a cutoff, score = expiresAt (keys.lua expiryKey). */
   queueCutoffs(appId: string, queue: string): string {
     return `${this.appScope(appId)}qx:${queue}`;

@@ -9,6 +9,7 @@ import { canonicalJson } from '../../src/shared/json.js';
 import type { Queue, TicketInput } from '../../src/shared/matchmaking-types.js';
 import { deleteKeys, testPrefix } from '../helpers/harness.js';
 import { ratedIndexProblems } from '../helpers/rated-indexes.js';
+import { ratingTreeMeta, ratingTreeProblems, startRatingTree } from '../helpers/rating-tree.js';
 import { redisUrl } from '../setup/redis-url.js';
 
 /**
@@ -129,7 +130,18 @@ const creates = (flood: FloodTicket[]): Command[] => flood.map((f): Command => (
 /** 40 tickets of one player far away (rating 1000): they never fit, but head the admission order. */
 const FAR: Command[] = creates(Array.from({ length: 40 }, () => ({ player: 9, rating: 1000 })));
 
-async function runSequence(policy: Queue['rating'], commands: Command[], flood: FloodTicket[] = [], before: Command[] = []): Promise<void> {
+/**
+ * How the queue's rating tree (lua/includes/ratingtree.lua) takes part: `false`, as in
+ * production (built when the window read does not finish, which short sequences rarely reach);
+ * 'start', in test mode (test/helpers/rating-tree.ts) from the first ticket, so that it answers
+ * every admission it can and the rest of the engine only what it cannot tell; 'late', in test
+ * mode from after `before` and the flood, so that the first admission that asks it builds it
+ * from the tickets waiting then.
+ */
+type TreeMode = false | 'start' | 'late';
+
+/** Runs `before`, the flood and `commands` against the engine and the reference. */
+async function runSequence(tree: TreeMode, policy: Queue['rating'], commands: Command[], flood: FloodTicket[] = [], before: Command[] = []): Promise<void> {
   runCounter += 1;
   const appId = `prop${runCounter}`;
   const queue: Queue = { key: 'q', size: 2, rating: policy! };
@@ -137,12 +149,15 @@ async function runSequence(policy: Queue['rating'], commands: Command[], flood: 
   const admitted: string[] = [];
   let now = 1_000_000;
   await redis.set(keys.testClock(appId), String(now));
+  const startTree = () => startRatingTree(redis, keys, appId, queue.key, policy!.widenPerSecond, tree === 'late');
+  if (tree === 'start') await startTree();
   const steps: Command[] = [
     ...before,
     ...creates(flood),
     ...commands,
   ];
   for (const [step, command] of steps.entries()) {
+    if (tree === 'late' && step === before.length + flood.length) await startTree();
     if (command.kind === 'advance') {
       now += command.ms;
       await redis.set(keys.testClock(appId), String(now));
@@ -176,18 +191,22 @@ async function runSequence(policy: Queue['rating'], commands: Command[], flood: 
   // The indexes agree with each other, and hold nothing once every ticket has left.
   const players = ['p0', 'p1', 'p2', 'p3', 'p9'];
   expect(await ratedIndexProblems(redis, keys, appId, queue.key, players)).toEqual([]);
+  expect(await ratingTreeProblems(redis, keys, appId, queue.key)).toEqual([]);
   for (const { id } of reference.waiting) await store.cancelTicket(appId, id);
   expect(await ratedIndexProblems(redis, keys, appId, queue.key, players)).toEqual([]);
+  expect(await ratingTreeProblems(redis, keys, appId, queue.key)).toEqual([]);
   expect(await redis.zcard(keys.queueRatedWaiting(appId, queue.key))).toBe(0);
+  if (tree === 'start') expect((await ratingTreeMeta(redis, keys, appId, queue.key))?.size).toBe(0);
 }
 
 /** `VERSUS_PROPERTY_SEED=<seed from a failure report>` replays that failure. */
 const replay = process.env['VERSUS_PROPERTY_SEED'] ? { seed: Number(process.env['VERSUS_PROPERTY_SEED']) } : {};
 
-describe('the indexed pairing engine agrees with the reference rule', () => {
+/** Every property, with the rating tree taking part as `tree` says. */
+function properties(tree: TreeMode): void {
   it('on 1000 random sequences (ties, same-player floods, exact tolerance boundaries, cutoffs at now)', async () => {
     await fc.assert(
-      fc.asyncProperty(policyArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, commands) => runSequence(policy, commands)),
+      fc.asyncProperty(policyArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, commands) => runSequence(tree, policy, commands)),
       { numRuns: 1000, ...replay },
     );
   });
@@ -196,7 +215,7 @@ describe('the indexed pairing engine agrees with the reference rule', () => {
   const afterPrefix = (before: fc.Arbitrary<Command[]>) =>
     fc.assert(
       fc.asyncProperty(policyArb, before, floodArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, first, flood, commands) =>
-        runSequence(policy, commands, flood, first),
+        runSequence(tree, policy, commands, flood, first),
       ),
       { numRuns: 150, ...replay },
     );
@@ -240,7 +259,7 @@ describe('the indexed pairing engine agrees with the reference rule', () => {
     await fc.assert(
       fc.asyncProperty(
         policyArb.chain((policy) => fc.tuple(fc.constant(policy), interleaved(policy!.initial), steps)),
-        ([policy, flood, commands]) => runSequence(policy, commands, flood, FAR),
+        ([policy, flood, commands]) => runSequence(tree, policy, commands, flood, FAR),
       ),
       { numRuns: 150, ...replay },
     );
@@ -249,9 +268,13 @@ describe('the indexed pairing engine agrees with the reference rule', () => {
   it('on 150 sequences that start with a flood deeper than one read batch', async () => {
     await fc.assert(
       fc.asyncProperty(policyArb, floodArb, fc.array(commandArb, { minLength: 1, maxLength: 30 }), (policy, flood, commands) =>
-        runSequence(policy, commands, flood),
+        runSequence(tree, policy, commands, flood),
       ),
       { numRuns: 150, ...replay },
     );
   });
-});
+}
+
+describe('the indexed pairing engine agrees with the reference rule', () => properties(false));
+describe('the rating tree agrees with the reference rule (lua/includes/ratingtree.lua)', () => properties('start'));
+describe('a rating tree built from the waiting tickets agrees with the reference rule', () => properties('late'));
