@@ -84,6 +84,7 @@ function rows(results: Results, errors: Map<Section, string>, only: Set<Section>
       shape("(b'') the flood's player also fits, nearer", "(b'') flood + fit", a.floodWithFit);
       shape("(b''') two players' floods taking turns", "(b''') turns", a.turns);
       shape("(b''') + fit, one fitting ticket nearest", "(b''') turns + fit", a.turnsWithFit);
+      shape('(d) oldest partner behind many others (rating tree)', '(d) tree', a.oldestBehind);
       const first = a.burst[0]!;
       for (const b of a.burst) {
         const ratio = b.perRetiredUs / first.perRetiredUs;

@@ -71,6 +71,7 @@ export interface AdmissionResults {
   floodWithFit: DepthResult[];
   turns: DepthResult[];
   turnsWithFit: DepthResult[];
+  oldestBehind: DepthResult[];
   burst: BurstResult[];
 }
 
@@ -229,9 +230,13 @@ interface WideShape {
   policy: { initial: number; widenPerSecond: number };
   oldRating: number;
   waitMs: number;
-  flood: (i: number) => { player: string; rating: number };
+  flood: (i: number, depth: number) => { player: string; rating: number };
   fit: { player: string; rating: number };
   joiner: { player: string; rating: number };
+  /** Clock step after every flood is laid down (ms), before measuring. */
+  settleMs?: number;
+  /** Joiners pair with the flood's tickets (enough for every measured one) where there is a flood: none is laid down. */
+  pairsWithFlood?: boolean;
 }
 
 async function wideWindow(ctx: BenchContext, app: BenchApp, log: (line: string) => void, shape: WideShape, withFit: boolean): Promise<DepthResult[]> {
@@ -256,7 +261,7 @@ async function wideWindow(ctx: BenchContext, app: BenchApp, log: (line: string) 
       if (state !== 'waiting') throw new Error(`bench shape broken: ${name}'s fitting ticket ${state}`);
     };
     const start = nowMs();
-    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-${i}`, ...shape.flood(i), queue, payload: PAYLOAD })));
+    await pool(depth, 2000, (i) => ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-${i}`, ...shape.flood(i, depth), queue, payload: PAYLOAD })));
     if (withFit) await fit(0);
     const setupMs = nowMs() - start;
     if (depth > 0) log(`  ${name} built depth ${depth} in ${(setupMs / 1000).toFixed(1)} s`);
@@ -266,10 +271,14 @@ async function wideWindow(ctx: BenchContext, app: BenchApp, log: (line: string) 
       id,
       (i) => ctx.store.createTicket(app.appId, valid({ id: id(i), ...shape.joiner, queue, payload: PAYLOAD })),
       withFit ? 'matched' : 'waiting',
-      (i) => (withFit ? fit(i + 1) : ctx.store.cancelTicket(app.appId, id(i))),
+      async (i) => {
+        if (!withFit) await ctx.store.cancelTicket(app.appId, id(i));
+        else if (!(shape.pairsWithFlood && depth > 0)) await fit(i + 1);
+      },
     );
     built.push({ depth, series, setupMs });
   }
+  if (shape.settleMs) await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + shape.waitMs + shape.settleMs));
   await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
   return built.map((b) => b.series.result(b.depth, b.setupMs));
 }
@@ -322,6 +331,34 @@ function floodsTakingTurns(ctx: BenchContext, app: BenchApp, log: (line: string)
     fit: { player: 'player-near.....', rating: 3 },
     joiner: { player: 'joiner-turns....', rating: 0 },
   }, withFit);
+}
+
+/**
+ * (d) The oldest partner lies behind many other tickets in both reads (the shape the window
+ * read and the count cannot make cheap: pairing.lua answers it from the queue's rating tree).
+ * Policy {initial 10, widen 1/s}. At T0 an old ticket far below (-1e7) makes the window wide; at
+ * T0 + 1000 s, half the depth: tickets of player-far at -2e7, which never fit; then the other
+ * half: two players taking turns at 15, 26, 37, … (11 apart, so they never paired). At
+ * T0 + 1000 s + S, S = 11 * 50k + 100 s, every one of those fits a joiner at 0, and the oldest
+ * is the one admitted first: the window read must read them all to know, the admission-order
+ * read must pass every far ticket first. Each joiner pairs with the oldest (the flood holds
+ * enough for every measured one); at depth 0 it pairs with a ticket at 3, laid down after each.
+ */
+function oldestBehindOthers(ctx: BenchContext, app: BenchApp, log: (line: string) => void): Promise<DepthResult[]> {
+  const half = DEPTHS[DEPTHS.length - 1]! / 2;
+  return wideWindow(ctx, app, log, {
+    tag: 'd',
+    name: '(d)',
+    policy: { initial: 10, widenPerSecond: 1 },
+    oldRating: -1e7,
+    waitMs: 1_000_000,
+    flood: (i, depth) =>
+      i < depth / 2 ? { player: 'player-far......', rating: -2e7 } : { player: i % 2 ? 'player-flood-b..' : 'player-flood-a..', rating: 15 + 11 * (i - depth / 2) },
+    fit: { player: 'player-near.....', rating: 3 },
+    joiner: { player: 'joiner-oldest...', rating: 0 },
+    settleMs: (11 * half + 100) * 1000,
+    pairsWithFlood: true,
+  }, true);
 }
 
 const BURST_PLAYER = 'player-burst....';
@@ -456,6 +493,12 @@ export async function runAdmission(ctx: BenchContext, log: (line: string) => voi
     for (const r of results.turns) log(`  (b''') two players' floods taking turns in a wide window, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
     results.turnsWithFit = await floodsTakingTurns(ctx, app, log, true);
     for (const r of results.turnsWithFit) log(`  (b''') + fit, one fitting ticket nearest, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
+    await deleteApp(ctx, app);
+  }
+  {
+    const app = await registerApp(ctx, 'oldest');
+    results.oldestBehind = await oldestBehindOthers(ctx, app, log);
+    for (const r of results.oldestBehind) log(`  (d) the oldest partner behind many others in both reads, depth ${r.depth}: ${r.serverUs} µs in Redis (${r.samples} samples; ${r.discarded} disturbed and retaken, ${r.fromSlowlog} timed by the slowlog)`);
     await deleteApp(ctx, app);
   }
   {

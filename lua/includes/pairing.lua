@@ -141,6 +141,7 @@ local function treePartner(scope, queue, tree, player, rating, now, policy)
   local oldest = tree:oldestIn(below and tree:ratingOf(below) or rating, above and tree:ratingOf(above) or rating, player)
   if not oldest then return false end
   if fits(oldest) then return tree:ticketOf(oldest) end
+  if tree.always then redis.call('HINCRBY', tree.key, 'unsure', 1) end -- tests count these
   return nil
 end
 

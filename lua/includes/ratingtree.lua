@@ -13,6 +13,7 @@
               salt    text mixed into the node priorities, fixed when the tree is built
               widen   the queue's widenPerSecond (the reach scores of the summaries need it)
               always  test-only: 1 keeps the tree, and lets it answer every admission it can
+    unsure  test-only: how many times a tree with `always` could not tell (pairing.lua treePartner)
     <seq>   one node, keyed by its ticket's sequence: cmsgpack of the array indexed below
 ]]
 --- @include "keys"

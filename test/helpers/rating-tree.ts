@@ -40,6 +40,11 @@ export async function startRatingTree(redis: RedisClient, keys: Keys, appId: str
   await redis.hset(keys.queueRatingTree(appId, queue), 'm', Buffer.from(encode([0, stale ? STALE_TREE_SIZE : 0, 'test-salt', widenPerSecond, 1])));
 }
 
+/** How many times the queue's test-mode tree could not tell (lua/includes/pairing.lua treePartner). */
+export async function ratingTreeUnsure(redis: RedisClient, keys: Keys, appId: string, queue: string): Promise<number> {
+  return Number((await redis.hget(keys.queueRatingTree(appId, queue), 'unsure')) ?? 0);
+}
+
 /** The queue's rating tree's meta ({ root, size, widen, always }), or null when it has none. */
 export async function ratingTreeMeta(redis: RedisClient, keys: Keys, appId: string, queue: string): Promise<{ root: number; size: number; widen: number; always: boolean } | null> {
   const blob = await redis.hgetBuffer(keys.queueRatingTree(appId, queue), 'm');
@@ -61,7 +66,7 @@ export async function ratingTreeProblems(redis: RedisClient, keys: Keys, appId: 
   const raw = await redis.hgetallBuffer(keys.queueRatingTree(appId, queue));
   const nodes = new Map<number, TreeNode>();
   for (const [field, blob] of Object.entries(raw)) {
-    if (field !== 'm') nodes.set(Number(field), asNode(decode(blob) as unknown[]));
+    if (/^\d+$/.test(field)) nodes.set(Number(field), asNode(decode(blob) as unknown[]));
   }
   const waiting = await redis.zrange(keys.queueRatedWaiting(appId, queue), 0, -1, 'WITHSCORES');
   const expected = new Map<number, string>();

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Harness, type TestApp } from '../helpers/harness.js';
 import { ratedQueue, ticket } from '../helpers/tickets.js';
 import { ratedIndexProblems } from '../helpers/rated-indexes.js';
+import { ratingTreeProblems, ratingTreeUnsure, startRatingTree } from '../helpers/rating-tree.js';
 
 let h: Harness;
 let app: TestApp;
@@ -451,6 +452,28 @@ describe('pairing compatibility', () => {
     const joined = await create(ticket({ queue, player: 'j', rating: 0 }));
     expect(joined.body.state, JSON.stringify(joined.body)).toBe('matched');
     expect(joined.body.match.tickets[0].input.id).toBe(b.id);
+  });
+
+  it('answers right when the rating tree cannot tell, after the clock went back between two admissions', async () => {
+    // a (rating 1) is admitted at T0 + 100 s, then b (rating 5) at T0: a's band is negative then,
+    // so they do not pair, and a is older than b though nearer a joiner at 0 and unfit when b
+    // fits. The tree's oldest ticket between the farthest fitting ones is then a, which does not
+    // fit: it cannot tell, and the window read answers (pairing.lua treePartner). c, far away
+    // and older than both, makes the window wide.
+    const queue = ratedQueue('clock-back-tree', { initial: 0, widenPerSecond: 1 });
+    await startRatingTree(h.redis, h.keys, app.appId, queue.key, 1);
+    await h.setClock(app, T0 - 1_000_000);
+    expect((await create(ticket({ queue, player: 'c', rating: 5000 }))).body.state).toBe('waiting');
+    await h.setClock(app, T0 + 100_000);
+    expect((await create(ticket({ queue, player: 'a', rating: 1 }))).body.state).toBe('waiting');
+    await h.setClock(app, T0);
+    const b = ticket({ queue, player: 'b', rating: 5 });
+    expect((await create(b)).body.state).toBe('waiting');
+    await h.setClock(app, T0 + 10_000); // a's band -90, b's 10
+    const joined = await create(ticket({ queue, player: 'j', rating: 0 }));
+    expect(joined.body.match.tickets[0].input.id).toBe(b.id);
+    expect(await ratingTreeUnsure(h.redis, h.keys, app.appId, queue.key)).toBe(1);
+    expect(await ratingTreeProblems(h.redis, h.keys, app.appId, queue.key)).toEqual([]);
   });
 
   it('never pairs rated with unrated tickets in one queue', async () => {

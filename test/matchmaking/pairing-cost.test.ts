@@ -7,6 +7,7 @@ import { canonicalJson } from '../../src/shared/json.js';
 import type { Queue, TicketInput } from '../../src/shared/matchmaking-types.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { ratedIndexProblems } from '../helpers/rated-indexes.js';
+import { ratingTreeMeta, ratingTreeProblems } from '../helpers/rating-tree.js';
 
 /**
  * How much a rated admission reads, counted rather than timed: a redis-server of this file's
@@ -52,12 +53,19 @@ async function admit(input: TicketInput): Promise<{ state: string; partner?: str
   return ticket.state === 'matched' ? { state: 'matched', partner: ticket.match.tickets[0].input.id } : { state: ticket.state };
 }
 
-/** HMGETs (tickets read) of one call; the call is the only client of this Redis meanwhile. */
-async function ticketsRead<T>(call: () => Promise<T>): Promise<{ value: T; reads: number }> {
-  const hmgets = async () => Number(/cmdstat_hmget:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
-  const before = await hmgets();
+/** Calls of `command` so far, from INFO commandstats. */
+async function calls(command: string): Promise<number> {
+  return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(await redis.info('commandstats'))?.[1] ?? 0);
+}
+
+/**
+ * HMGETs (tickets read) of one call, and HGETs (mostly rating-tree nodes read,
+ * ratingtree.lua Tree:node); the call is the only client of this Redis meanwhile.
+ */
+async function ticketsRead<T>(call: () => Promise<T>): Promise<{ value: T; reads: number; nodes: number }> {
+  const [before, nodesBefore] = [await calls('hmget'), await calls('hget')];
   const value = await call();
-  return { value, reads: (await hmgets()) - before };
+  return { value, reads: (await calls('hmget')) - before, nodes: (await calls('hget')) - nodesBefore };
 }
 
 let queues = 0;
@@ -160,5 +168,103 @@ describe('a rated admission in a wide window of other players\' interleaved floo
     // y's), the one ticket after those moved, and nothing more.
     expect(reads).toBeLessThanOrEqual(6);
     expect(await ratedIndexProblems(redis, keys, APP, queue.key, ['far', 'y', 'z', 'probe', 'joiner'])).toEqual([]);
+  });
+});
+
+/**
+ * The two shapes the window read and the count cannot make cheap (the count says partners
+ * exist, and the window read must read on to find the oldest), answered by the queue's rating
+ * tree once the window read has not finished after TREE_AFTER batches (pairing.lua). Both
+ * behind an old ticket far away that heads the admission order and makes the window wide.
+ */
+describe('a rated admission whose oldest partner lies behind many other tickets in the window', () => {
+  const rating = { initial: 10, widenPerSecond: 1 };
+  const players = ['old', 'flood-a', 'flood-b', 'joiner', 'a'];
+
+  /**
+   * `count` old tickets far away at T0 (below the joiner at 0, or above with `side` 1), which
+   * never fit; returns the queue.
+   */
+  async function behindOldTickets(count: number, n: number, wait: number, side = -1): Promise<Queue> {
+    const queue: Queue = { key: `q${(queues += 1)}`, size: 2, rating };
+    await setClock(T0);
+    for (let i = 0; i < count; i++) {
+      expect((await admit({ id: `${queue.key}-old${i}`, player: 'old', queue, rating: side * (rating.initial + wait + 20 + 11 * n), payload: 0 })).state).toBe('waiting');
+    }
+    return queue;
+  }
+
+  /**
+   * `n` tickets of two players taking turns above the joiner (at 0), 11 apart (they never
+   * paired), admitted farthest first at one instant, then `wait` seconds: every one fits a
+   * joiner at 0, and the oldest is the farthest. The window read reads them all to find it,
+   * and the admission-order read first reads `n` old tickets that do not fit.
+   */
+  async function manyFitting(n: number): Promise<Queue> {
+    const wait = 11 * n + 100;
+    const queue = await behindOldTickets(n, n, wait);
+    await setClock(T0 + 1000);
+    for (let i = n - 1; i >= 0; i--) {
+      expect((await admit({ id: `${queue.key}-f${i}`, player: i % 2 ? 'flood-b' : 'flood-a', queue, rating: 15 + 11 * i, payload: 0 })).state).toBe('waiting');
+    }
+    await setClock(T0 + 1000 + wait * 1000);
+    return queue;
+  }
+
+  it('builds the tree once, then finds the oldest of many fitting tickets reading O(log n) nodes', async () => {
+    const sizes = [300, 3000];
+    const nodesRead: number[] = [];
+    for (const n of sizes) {
+      const queue = await manyFitting(n);
+      const first = await ticketsRead(() => admit({ id: `${queue.key}-j0`, player: 'joiner', queue, rating: 0, payload: 0 }));
+      expect(first.value).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 1}` });
+      // The reads before the tree (first turn, TREE_AFTER batches of each read), then building
+      // it reads every waiting ticket once.
+      expect(first.reads).toBeGreaterThan(n);
+      expect((await ratingTreeMeta(redis, keys, APP, queue.key))?.size).toBe(2 * n - 1); // the old ones and n - 1 floods
+      expect(await ratingTreeProblems(redis, keys, APP, queue.key)).toEqual([]);
+      const next = await ticketsRead(() => admit({ id: `${queue.key}-j1`, player: 'joiner', queue, rating: 0, payload: 0 }));
+      expect(next.value).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 2}` });
+      // The first turn, the partner's fields, and no more tickets: before the tree, n.
+      expect(next.reads).toBeLessThanOrEqual(6);
+      nodesRead.push(next.nodes);
+      expect(await ratingTreeProblems(redis, keys, APP, queue.key)).toEqual([]);
+    }
+    // A treap is O(log n) deep with high probability: ten times the tickets, a few more nodes.
+    expect(nodesRead[1]!).toBeLessThan(nodesRead[0]! * 3);
+    expect(nodesRead[1]!).toBeLessThan(300);
+  });
+
+  it('finds a player\'s older fitting tickets behind its younger ones that do not fit, and drops the tree when the queue is small', async () => {
+    // Player a's tickets at 50 and -50 wait since T0 + 1 s and 2 s; at T0 + 200 s, n of a's
+    // tickets nearer the joiner above it (31 to 49) come, which do not fit it at T0 + 220 s
+    // (bands 10 + 20), while the first two do (bands 10 + 219, 10 + 218). In rating order the
+    // nearer ones come first; in admission order, n old tickets far above that do not fit (so
+    // that the farthest fitting ticket above has older ones beyond it).
+    const n = 2000;
+    const queue = await behindOldTickets(n, n, 300, 1);
+    await setClock(T0 + 1000);
+    expect((await admit({ id: `${queue.key}-above`, player: 'a', queue, rating: 50, payload: 0 })).state).toBe('waiting');
+    await setClock(T0 + 2000);
+    expect((await admit({ id: `${queue.key}-below`, player: 'a', queue, rating: -50, payload: 0 })).state).toBe('waiting');
+    await setClock(T0 + 200_000);
+    for (let i = 1; i <= n; i++) {
+      expect((await admit({ id: `${queue.key}-a${i}`, player: 'a', queue, rating: 49 - (18 * i) / n, payload: 0 })).state).toBe('waiting');
+    }
+    await setClock(T0 + 220_000);
+    const first = await ticketsRead(() => admit({ id: `${queue.key}-j0`, player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(first.value).toEqual({ state: 'matched', partner: `${queue.key}-above` });
+    expect(first.reads).toBeGreaterThan(2 * n); // the tree is built
+    expect(await ratingTreeProblems(redis, keys, APP, queue.key)).toEqual([]);
+    const next = await ticketsRead(() => admit({ id: `${queue.key}-j1`, player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(next.value).toEqual({ state: 'matched', partner: `${queue.key}-below` });
+    expect(next.reads).toBeLessThanOrEqual(6);
+    expect(next.nodes).toBeLessThan(300);
+    expect(await ratingTreeProblems(redis, keys, APP, queue.key)).toEqual([]);
+    expect(await ratedIndexProblems(redis, keys, APP, queue.key, players)).toEqual([]);
+    // Cancelling all but 63 waiting tickets drops the tree (TREE_MIN, ratingtree.lua).
+    const waiting = await redis.zrange(keys.queueRatedWaiting(APP, queue.key), 0, -1);
+    for (const id of waiting.slice(63)) await store.cancelTicket(APP, id);
+    expect(await ratingTreeMeta(redis, keys, APP, queue.key)).toBeNull();
   });
 });

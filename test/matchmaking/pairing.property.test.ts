@@ -9,7 +9,7 @@ import { canonicalJson } from '../../src/shared/json.js';
 import type { Queue, TicketInput } from '../../src/shared/matchmaking-types.js';
 import { deleteKeys, testPrefix } from '../helpers/harness.js';
 import { ratedIndexProblems } from '../helpers/rated-indexes.js';
-import { ratingTreeMeta, ratingTreeProblems, startRatingTree } from '../helpers/rating-tree.js';
+import { ratingTreeMeta, ratingTreeProblems, ratingTreeUnsure, startRatingTree } from '../helpers/rating-tree.js';
 import { redisUrl } from '../setup/redis-url.js';
 
 /**
@@ -192,6 +192,8 @@ async function runSequence(tree: TreeMode, policy: Queue['rating'], commands: Co
   const players = ['p0', 'p1', 'p2', 'p3', 'p9'];
   expect(await ratedIndexProblems(redis, keys, appId, queue.key, players)).toEqual([]);
   expect(await ratingTreeProblems(redis, keys, appId, queue.key)).toEqual([]);
+  // The clock never goes back here, so a test-mode tree always knows the answer.
+  expect(await ratingTreeUnsure(redis, keys, appId, queue.key)).toBe(0);
   for (const { id } of reference.waiting) await store.cancelTicket(appId, id);
   expect(await ratedIndexProblems(redis, keys, appId, queue.key, players)).toEqual([]);
   expect(await ratingTreeProblems(redis, keys, appId, queue.key)).toEqual([]);
