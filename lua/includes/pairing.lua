@@ -135,8 +135,8 @@ local function treePartner(scope, queue, tree, player, rating, now, policy)
   end
   local upBound, downBound, low, high = reachBounds(rating, now, policy)
   local function fits(n) return math.abs(rating - tree:ratingOf(n)) <= tolerance(policy, tree:createdAtOf(n), now) end
-  local above = tree:farAbove(tree.root, rating, high, upBound, fits)
-  local below = tree:farBelow(tree.root, low, rating, downBound, fits)
+  local above = tree:farAbove(rating, high, upBound, fits)
+  local below = tree:farBelow(low, rating, downBound, fits)
   if not above and not below then return false end
   local oldest = tree:oldestIn(below and tree:ratingOf(below) or rating, above and tree:ratingOf(above) or rating, player)
   if not oldest then return false end

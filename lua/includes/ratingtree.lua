@@ -31,6 +31,10 @@ do
   Tree.__index = Tree
   local opened = {} -- per script run: tree key -> Tree, or false when the queue has none
 
+  local function newTree(key, root, size, salt, widen, always)
+    return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {} }, Tree)
+  end
+
   -- The queue's tree, or nil. Every caller in one script run shares one object (and its cache of
   -- read nodes), and every change is written before the changing call returns.
   function RatingTree.open(scope, queue)
@@ -41,7 +45,7 @@ do
       tree = false
       if blob then
         local m = cmsgpack.unpack(blob)
-        tree = setmetatable({ key = key, root = m[1], size = m[2], salt = m[3], widen = m[4], always = m[5] == 1, nodes = {}, dirty = {}, gone = {} }, Tree)
+        tree = newTree(key, m[1], m[2], m[3], m[4], m[5] == 1)
       end
       opened[key] = tree
     end
@@ -209,7 +213,7 @@ do
   function RatingTree.build(scope, queue, widen, salt, entries, always)
     local key = treeKey(scope, queue)
     redis.call('DEL', key)
-    local tree = setmetatable({ key = key, root = 0, size = #entries, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {} }, Tree)
+    local tree = newTree(key, 0, #entries, salt, widen, always)
     local nodes = {}
     for i, e in ipairs(entries) do nodes[i] = newNode(salt, e[2], e[3], e[4], e[1], e[5]) end
     -- Runs of one rating come in ID order from qr: put them in sequence order.
@@ -258,45 +262,32 @@ do
   ]]
   function Tree:ticketOf(n) return n[ID] end
 
-  -- The farthest fitting ticket at or above the joiner's rating `low`, up to `high`: the last
-  -- node of that range with MU <= upBound that fits. O(log n): only subtrees along the range's
-  -- two edges are entered without holding such a node.
-  function Tree:farAbove(seq, low, high, upBound, fits)
+  --[[
+    The farthest fitting ticket on one side of the joiner, within [low, high] (the joiner's
+    rating is `low` above it, `high` below): the last node of the range (the first, below)
+    whose reach score (MU above, MV below) meets `bound` and that fits. O(log n): only subtrees
+    along the range's two edges are entered without holding such a node.
+  ]]
+  local function farthest(tree, seq, low, high, bound, fits, score, far, near)
     while seq ~= 0 do
-      local n = self:node(seq)
-      if n[MU] > upBound then return nil end
+      local n = tree:node(seq)
+      if n[score] > bound then return nil end
       if n[X] > high then
         seq = n[L]
       elseif n[X] < low then
         seq = n[R]
       else
-        local found = self:farAbove(n[R], low, high, upBound, fits)
+        local found = farthest(tree, n[far], low, high, bound, fits, score, far, near)
         if found then return found end
         if fits(n) then return n end
-        seq = n[L]
+        seq = n[near]
       end
     end
     return nil
   end
 
-  -- The same below: the first node of [low, high] with MV <= downBound that fits.
-  function Tree:farBelow(seq, low, high, downBound, fits)
-    while seq ~= 0 do
-      local n = self:node(seq)
-      if n[MV] > downBound then return nil end
-      if n[X] < low then
-        seq = n[R]
-      elseif n[X] > high then
-        seq = n[L]
-      else
-        local found = self:farBelow(n[L], low, high, downBound, fits)
-        if found then return found end
-        if fits(n) then return n end
-        seq = n[R]
-      end
-    end
-    return nil
-  end
+  function Tree:farAbove(low, high, upBound, fits) return farthest(self, self.root, low, high, upBound, fits, MU, R, L) end
+  function Tree:farBelow(low, high, downBound, fits) return farthest(self, self.root, low, high, downBound, fits, MV, L, R) end
 
   -- The node of the oldest ticket of a player other than `player` whose rating is in [low,
   -- high], or nil: two paths down, each taking whole subtrees by their summaries.
