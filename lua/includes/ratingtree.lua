@@ -21,18 +21,303 @@
 
 local RatingTree = { TREE_MIN = 64 }
 do
-  -- A node: its ticket's rating, createdAt (ms), player, ID, sequence and priority; its children
-  -- (sequences, 0 for none); and its subtree's summary: the least reach scores (MU: rating +
-  -- widen * t, MV: widen * t - rating, t in seconds, as pairing.lua reachScores), the oldest
-  -- ticket (S1, of player P1) and the oldest of any other player (S2 of P2; 0 and '' if none).
-  local X, T, PL, ID, SEQ, PR, L, R, MU, MV, S1, P1, S2, P2 = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
-
-  local Tree = {}
-  Tree.__index = Tree
   local opened = {} -- per script run: tree key -> Tree, or false when the queue has none
 
-  local function newTree(key, root, size, salt, widen, always)
-    return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {} }, Tree)
+  --[[
+    The tree's code, made on first use: most script runs never need it, and defining its
+    functions would cost each of them (Redis runs a script's whole body on every call).
+  ]]
+  local made = nil
+  local function methods()
+    if made then return made end
+    -- A node: its ticket's rating, createdAt (ms), player, ID, sequence and priority; its children
+    -- (sequences, 0 for none); and its subtree's summary: the least reach scores (MU: rating +
+    -- widen * t, MV: widen * t - rating, t in seconds, as pairing.lua reachScores), the oldest
+    -- ticket (S1, of player P1) and the oldest of any other player (S2 of P2; 0 and '' if none).
+    local X, T, PL, ID, SEQ, PR, L, R, MU, MV, S1, P1, S2, P2 = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
+
+    local Tree = {}
+    Tree.__index = Tree
+    local function newTree(key, root, size, salt, widen, always)
+      return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {} }, Tree)
+    end
+
+    function Tree:node(seq)
+      if seq == 0 then return nil end
+      local n = self.nodes[seq]
+      if not n then
+        n = cmsgpack.unpack(redis.call('HGET', self.key, int(seq)))
+        self.nodes[seq] = n
+      end
+      return n
+    end
+
+    -- Recomputes a node's summary from its ticket and its children's summaries.
+    function Tree:summarize(n)
+      local wt = self.widen * (n[T] / 1000)
+      local mu, mv = n[X] + wt, wt - n[X]
+      local s1, p1, s2, p2 = n[SEQ], n[PL], 0, ''
+      -- Keeps s1 the oldest of all and s2 the oldest of any player but p1's.
+      local function add(s, p)
+        if p == p1 then
+          if s < s1 then s1 = s end
+        elseif s < s1 then
+          s2, p2, s1, p1 = s1, p1, s, p
+        elseif s2 == 0 or s < s2 then
+          s2, p2 = s, p
+        end
+      end
+      for _, child in ipairs({ self:node(n[L]) or false, self:node(n[R]) or false }) do
+        if child then
+          if child[MU] < mu then mu = child[MU] end
+          if child[MV] < mv then mv = child[MV] end
+          add(child[S1], child[P1])
+          if child[S2] ~= 0 then add(child[S2], child[P2]) end
+        end
+      end
+      n[MU], n[MV], n[S1], n[P1], n[S2], n[P2] = mu, mv, s1, p1, s2, p2
+      self.dirty[n[SEQ]] = n
+    end
+
+    local function before(a, b) return a[X] < b[X] or (a[X] == b[X] and a[SEQ] < b[SEQ]) end
+
+    -- Splits the subtree at `seq` into the nodes before `key` and the rest: two subtree roots.
+    function Tree:split(seq, key)
+      if seq == 0 then return 0, 0 end
+      local n = self:node(seq)
+      if before(n, key) then
+        local a, b = self:split(n[R], key)
+        n[R] = a
+        self:summarize(n)
+        return seq, b
+      end
+      local a, b = self:split(n[L], key)
+      n[L] = b
+      self:summarize(n)
+      return a, seq
+    end
+
+    -- Joins two subtrees, every node of `a` before every node of `b`.
+    function Tree:merge(a, b)
+      if a == 0 then return b end
+      if b == 0 then return a end
+      local na, nb = self:node(a), self:node(b)
+      if na[PR] >= nb[PR] then
+        na[R] = self:merge(na[R], b)
+        self:summarize(na)
+        return a
+      end
+      nb[L] = self:merge(a, nb[L])
+      self:summarize(nb)
+      return b
+    end
+
+    function Tree:insertAt(seq, n)
+      if seq == 0 then
+        self:summarize(n)
+        return n[SEQ]
+      end
+      local at = self:node(seq)
+      if n[PR] > at[PR] then
+        n[L], n[R] = self:split(seq, n)
+        self:summarize(n)
+        return n[SEQ]
+      end
+      if before(n, at) then at[L] = self:insertAt(at[L], n) else at[R] = self:insertAt(at[R], n) end
+      self:summarize(at)
+      return seq
+    end
+
+    function Tree:removeAt(seq, key)
+      if seq == 0 then return 0, false end
+      local at = self:node(seq)
+      if at[SEQ] == key[SEQ] then
+        self.gone[seq], self.dirty[seq], self.nodes[seq] = true, nil, nil
+        return self:merge(at[L], at[R]), true
+      end
+      local removed
+      if before(key, at) then at[L], removed = self:removeAt(at[L], key) else at[R], removed = self:removeAt(at[R], key) end
+      if removed then self:summarize(at) end
+      return seq, removed
+    end
+
+    local function priority(salt, seq)
+      return tonumber(string.sub(redis.sha1hex(salt .. int(seq)), 1, 8), 16)
+    end
+
+    local function newNode(salt, rating, createdAt, player, id, seq)
+      return { rating, createdAt, player, id, seq, priority(salt, seq), 0, 0, 0, 0, 0, '', 0, '' }
+    end
+
+    -- Writes the changed nodes and the meta field.
+    function Tree:flush()
+      local meta = cmsgpack.pack({ self.root, self.size, self.salt, self.widen, self.always and 1 or 0 })
+      local args, n = { 'm', meta }, 2
+      for seq, node in pairs(self.dirty) do
+        args[n + 1], args[n + 2], n = int(seq), cmsgpack.pack(node), n + 2
+        if n >= 400 then
+          redis.call('HSET', self.key, unpack(args))
+          args, n = {}, 0
+        end
+      end
+      if n > 0 then redis.call('HSET', self.key, unpack(args)) end
+      local gone, g = {}, 0
+      for seq in pairs(self.gone) do
+        g = g + 1
+        gone[g] = int(seq)
+        if g >= 200 then redis.call('HDEL', self.key, unpack(gone)); gone, g = {}, 0 end
+      end
+      if g > 0 then redis.call('HDEL', self.key, unpack(gone)) end
+      self.dirty, self.gone = {}, {}
+    end
+
+    -- A new waiting ticket (its rating and createdAt as numbers).
+    function Tree:insert(rating, createdAt, player, id, seq)
+      local n = newNode(self.salt, rating, createdAt, player, id, seq)
+      self.nodes[seq] = n
+      self.root = self:insertAt(self.root, n)
+      self.size = self.size + 1
+      self:flush()
+    end
+
+    -- A ticket that left the queue; false when the tree did not hold it.
+    function Tree:remove(rating, seq)
+      local removed
+      self.root, removed = self:removeAt(self.root, { [X] = rating, [SEQ] = seq })
+      if removed then self.size = self.size - 1 end
+      self:flush()
+      return removed
+    end
+
+    function Tree:drop()
+      redis.call('DEL', self.key)
+      opened[self.key] = false
+    end
+
+    --[[
+      Builds the queue's tree from its waiting tickets, `entries` in rating order: { id, rating
+      (number), createdAt (number), player, seq } each. O(n) (plus sorting runs of equal ratings
+      by sequence): the classic stack construction of a treap from sorted keys. `always` is for
+      tests (see the hash above).
+    ]]
+    local function build(scope, queue, widen, salt, entries, always)
+      local key = treeKey(scope, queue)
+      redis.call('DEL', key)
+      local tree = newTree(key, 0, #entries, salt, widen, always)
+      local nodes = {}
+      for i, e in ipairs(entries) do nodes[i] = newNode(salt, e[2], e[3], e[4], e[1], e[5]) end
+      -- Runs of one rating come in ID order from qr: put them in sequence order.
+      local i = 1
+      while i <= #nodes do
+        local j = i
+        while j < #nodes and nodes[j + 1][X] == nodes[i][X] do j = j + 1 end
+        if j > i then
+          local run = {}
+          for k = i, j do run[#run + 1] = nodes[k] end
+          table.sort(run, before)
+          for k = i, j do nodes[k] = run[k - i + 1] end
+        end
+        i = j + 1
+      end
+      local stack = {}
+      for _, n in ipairs(nodes) do
+        tree.nodes[n[SEQ]] = n
+        local last = 0
+        while #stack > 0 and stack[#stack][PR] < n[PR] do
+          last = stack[#stack][SEQ]
+          stack[#stack] = nil
+        end
+        n[L] = last
+        if #stack > 0 then stack[#stack][R] = n[SEQ] end
+        stack[#stack + 1] = n
+      end
+      if #stack > 0 then tree.root = stack[1][SEQ] end
+      local function summarizeAll(seq)
+        if seq == 0 then return end
+        local n = tree.nodes[seq]
+        summarizeAll(n[L])
+        summarizeAll(n[R])
+        tree:summarize(n)
+      end
+      summarizeAll(tree.root)
+      tree:flush()
+      opened[key] = tree
+      return tree
+    end
+
+    --[[
+      Queries. `fits(node)` is the exact compatibility test of a node's ticket (any player);
+      the bounds are the joiner's reach bounds (pairing.lua), widened for rounding, so that a
+      summary prunes only subtrees where nothing fits.
+    ]]
+    function Tree:ticketOf(n) return n[ID] end
+
+    --[[
+      The farthest fitting ticket on one side of the joiner, within [low, high] (the joiner's
+      rating is `low` above it, `high` below): the last node of the range (the first, below)
+      whose reach score (MU above, MV below) meets `bound` and that fits. O(log n): only subtrees
+      along the range's two edges are entered without holding such a node.
+    ]]
+    local function farthest(tree, seq, low, high, bound, fits, score, far, near)
+      while seq ~= 0 do
+        local n = tree:node(seq)
+        if n[score] > bound then return nil end
+        if n[X] > high then
+          seq = n[L]
+        elseif n[X] < low then
+          seq = n[R]
+        else
+          local found = farthest(tree, n[far], low, high, bound, fits, score, far, near)
+          if found then return found end
+          if fits(n) then return n end
+          seq = n[near]
+        end
+      end
+      return nil
+    end
+
+    function Tree:farAbove(low, high, upBound, fits) return farthest(self, self.root, low, high, upBound, fits, MU, R, L) end
+    function Tree:farBelow(low, high, downBound, fits) return farthest(self, self.root, low, high, downBound, fits, MV, L, R) end
+
+    -- The node of the oldest ticket of a player other than `player` whose rating is in [low,
+    -- high], or nil: two paths down, each taking whole subtrees by their summaries.
+    function Tree:oldestIn(low, high, player)
+      local best = nil
+      local function take(n)
+        if n[PL] ~= player and (best == nil or n[SEQ] < best) then best = n[SEQ] end
+      end
+      local function takeAll(seq)
+        local n = self:node(seq)
+        if not n then return end
+        local s = n[S1]
+        if n[P1] == player then s = n[S2] end
+        if s ~= 0 and (best == nil or s < best) then best = s end
+      end
+      local seq = self.root
+      while seq ~= 0 do
+        local n = self:node(seq)
+        if n[X] < low then seq = n[R] elseif n[X] > high then seq = n[L] else break end
+      end
+      if seq == 0 then return nil end
+      local top = self:node(seq)
+      take(top)
+      seq = top[L]
+      while seq ~= 0 do
+        local n = self:node(seq)
+        if n[X] >= low then take(n); takeAll(n[R]); seq = n[L] else seq = n[R] end
+      end
+      seq = top[R]
+      while seq ~= 0 do
+        local n = self:node(seq)
+        if n[X] <= high then take(n); takeAll(n[L]); seq = n[R] else seq = n[L] end
+      end
+      return best and self:node(best) or nil
+    end
+
+    function Tree:ratingOf(n) return n[X] end
+    function Tree:createdAtOf(n) return n[T] end
+    made = { newTree = newTree, build = build }
+    return made
   end
 
   -- The queue's tree, or nil. Every caller in one script run shares one object (and its cache of
@@ -45,285 +330,18 @@ do
       tree = false
       if blob then
         local m = cmsgpack.unpack(blob)
-        tree = newTree(key, m[1], m[2], m[3], m[4], m[5] == 1)
+        tree = methods().newTree(key, m[1], m[2], m[3], m[4], m[5] == 1)
       end
       opened[key] = tree
     end
     return tree or nil
   end
 
-  function Tree:node(seq)
-    if seq == 0 then return nil end
-    local n = self.nodes[seq]
-    if not n then
-      n = cmsgpack.unpack(redis.call('HGET', self.key, int(seq)))
-      self.nodes[seq] = n
-    end
-    return n
-  end
-
-  -- Recomputes a node's summary from its ticket and its children's summaries.
-  function Tree:summarize(n)
-    local wt = self.widen * (n[T] / 1000)
-    local mu, mv = n[X] + wt, wt - n[X]
-    local s1, p1, s2, p2 = n[SEQ], n[PL], 0, ''
-    -- Keeps s1 the oldest of all and s2 the oldest of any player but p1's.
-    local function add(s, p)
-      if p == p1 then
-        if s < s1 then s1 = s end
-      elseif s < s1 then
-        s2, p2, s1, p1 = s1, p1, s, p
-      elseif s2 == 0 or s < s2 then
-        s2, p2 = s, p
-      end
-    end
-    for _, child in ipairs({ self:node(n[L]) or false, self:node(n[R]) or false }) do
-      if child then
-        if child[MU] < mu then mu = child[MU] end
-        if child[MV] < mv then mv = child[MV] end
-        add(child[S1], child[P1])
-        if child[S2] ~= 0 then add(child[S2], child[P2]) end
-      end
-    end
-    n[MU], n[MV], n[S1], n[P1], n[S2], n[P2] = mu, mv, s1, p1, s2, p2
-    self.dirty[n[SEQ]] = n
-  end
-
-  local function before(a, b) return a[X] < b[X] or (a[X] == b[X] and a[SEQ] < b[SEQ]) end
-
-  -- Splits the subtree at `seq` into the nodes before `key` and the rest: two subtree roots.
-  function Tree:split(seq, key)
-    if seq == 0 then return 0, 0 end
-    local n = self:node(seq)
-    if before(n, key) then
-      local a, b = self:split(n[R], key)
-      n[R] = a
-      self:summarize(n)
-      return seq, b
-    end
-    local a, b = self:split(n[L], key)
-    n[L] = b
-    self:summarize(n)
-    return a, seq
-  end
-
-  -- Joins two subtrees, every node of `a` before every node of `b`.
-  function Tree:merge(a, b)
-    if a == 0 then return b end
-    if b == 0 then return a end
-    local na, nb = self:node(a), self:node(b)
-    if na[PR] >= nb[PR] then
-      na[R] = self:merge(na[R], b)
-      self:summarize(na)
-      return a
-    end
-    nb[L] = self:merge(a, nb[L])
-    self:summarize(nb)
-    return b
-  end
-
-  function Tree:insertAt(seq, n)
-    if seq == 0 then
-      self:summarize(n)
-      return n[SEQ]
-    end
-    local at = self:node(seq)
-    if n[PR] > at[PR] then
-      n[L], n[R] = self:split(seq, n)
-      self:summarize(n)
-      return n[SEQ]
-    end
-    if before(n, at) then at[L] = self:insertAt(at[L], n) else at[R] = self:insertAt(at[R], n) end
-    self:summarize(at)
-    return seq
-  end
-
-  function Tree:removeAt(seq, key)
-    if seq == 0 then return 0, false end
-    local at = self:node(seq)
-    if at[SEQ] == key[SEQ] then
-      self.gone[seq], self.dirty[seq], self.nodes[seq] = true, nil, nil
-      return self:merge(at[L], at[R]), true
-    end
-    local removed
-    if before(key, at) then at[L], removed = self:removeAt(at[L], key) else at[R], removed = self:removeAt(at[R], key) end
-    if removed then self:summarize(at) end
-    return seq, removed
-  end
-
-  local function priority(salt, seq)
-    return tonumber(string.sub(redis.sha1hex(salt .. int(seq)), 1, 8), 16)
-  end
-
-  local function newNode(salt, rating, createdAt, player, id, seq)
-    return { rating, createdAt, player, id, seq, priority(salt, seq), 0, 0, 0, 0, 0, '', 0, '' }
-  end
-
-  -- Writes the changed nodes and the meta field.
-  function Tree:flush()
-    local meta = cmsgpack.pack({ self.root, self.size, self.salt, self.widen, self.always and 1 or 0 })
-    local args, n = { 'm', meta }, 2
-    for seq, node in pairs(self.dirty) do
-      args[n + 1], args[n + 2], n = int(seq), cmsgpack.pack(node), n + 2
-      if n >= 400 then
-        redis.call('HSET', self.key, unpack(args))
-        args, n = {}, 0
-      end
-    end
-    if n > 0 then redis.call('HSET', self.key, unpack(args)) end
-    local gone, g = {}, 0
-    for seq in pairs(self.gone) do
-      g = g + 1
-      gone[g] = int(seq)
-      if g >= 200 then redis.call('HDEL', self.key, unpack(gone)); gone, g = {}, 0 end
-    end
-    if g > 0 then redis.call('HDEL', self.key, unpack(gone)) end
-    self.dirty, self.gone = {}, {}
-  end
-
-  -- A new waiting ticket (its rating and createdAt as numbers).
-  function Tree:insert(rating, createdAt, player, id, seq)
-    local n = newNode(self.salt, rating, createdAt, player, id, seq)
-    self.nodes[seq] = n
-    self.root = self:insertAt(self.root, n)
-    self.size = self.size + 1
-    self:flush()
-  end
-
-  -- A ticket that left the queue; false when the tree did not hold it.
-  function Tree:remove(rating, seq)
-    local removed
-    self.root, removed = self:removeAt(self.root, { [X] = rating, [SEQ] = seq })
-    if removed then self.size = self.size - 1 end
-    self:flush()
-    return removed
-  end
-
-  function Tree:drop()
-    redis.call('DEL', self.key)
-    opened[self.key] = false
-  end
-
   --[[
     Builds the queue's tree from its waiting tickets, `entries` in rating order: { id, rating
-    (number), createdAt (number), player, seq } each. O(n) (plus sorting runs of equal ratings
-    by sequence): the classic stack construction of a treap from sorted keys. `always` is for
-    tests (see the hash above).
+    (number), createdAt (number), player, seq } each (see build above).
   ]]
   function RatingTree.build(scope, queue, widen, salt, entries, always)
-    local key = treeKey(scope, queue)
-    redis.call('DEL', key)
-    local tree = newTree(key, 0, #entries, salt, widen, always)
-    local nodes = {}
-    for i, e in ipairs(entries) do nodes[i] = newNode(salt, e[2], e[3], e[4], e[1], e[5]) end
-    -- Runs of one rating come in ID order from qr: put them in sequence order.
-    local i = 1
-    while i <= #nodes do
-      local j = i
-      while j < #nodes and nodes[j + 1][X] == nodes[i][X] do j = j + 1 end
-      if j > i then
-        local run = {}
-        for k = i, j do run[#run + 1] = nodes[k] end
-        table.sort(run, before)
-        for k = i, j do nodes[k] = run[k - i + 1] end
-      end
-      i = j + 1
-    end
-    local stack = {}
-    for _, n in ipairs(nodes) do
-      tree.nodes[n[SEQ]] = n
-      local last = 0
-      while #stack > 0 and stack[#stack][PR] < n[PR] do
-        last = stack[#stack][SEQ]
-        stack[#stack] = nil
-      end
-      n[L] = last
-      if #stack > 0 then stack[#stack][R] = n[SEQ] end
-      stack[#stack + 1] = n
-    end
-    if #stack > 0 then tree.root = stack[1][SEQ] end
-    local function summarizeAll(seq)
-      if seq == 0 then return end
-      local n = tree.nodes[seq]
-      summarizeAll(n[L])
-      summarizeAll(n[R])
-      tree:summarize(n)
-    end
-    summarizeAll(tree.root)
-    tree:flush()
-    opened[key] = tree
-    return tree
+    return methods().build(scope, queue, widen, salt, entries, always)
   end
-
-  --[[
-    Queries. `fits(node)` is the exact compatibility test of a node's ticket (any player);
-    the bounds are the joiner's reach bounds (pairing.lua), widened for rounding, so that a
-    summary prunes only subtrees where nothing fits.
-  ]]
-  function Tree:ticketOf(n) return n[ID] end
-
-  --[[
-    The farthest fitting ticket on one side of the joiner, within [low, high] (the joiner's
-    rating is `low` above it, `high` below): the last node of the range (the first, below)
-    whose reach score (MU above, MV below) meets `bound` and that fits. O(log n): only subtrees
-    along the range's two edges are entered without holding such a node.
-  ]]
-  local function farthest(tree, seq, low, high, bound, fits, score, far, near)
-    while seq ~= 0 do
-      local n = tree:node(seq)
-      if n[score] > bound then return nil end
-      if n[X] > high then
-        seq = n[L]
-      elseif n[X] < low then
-        seq = n[R]
-      else
-        local found = farthest(tree, n[far], low, high, bound, fits, score, far, near)
-        if found then return found end
-        if fits(n) then return n end
-        seq = n[near]
-      end
-    end
-    return nil
-  end
-
-  function Tree:farAbove(low, high, upBound, fits) return farthest(self, self.root, low, high, upBound, fits, MU, R, L) end
-  function Tree:farBelow(low, high, downBound, fits) return farthest(self, self.root, low, high, downBound, fits, MV, L, R) end
-
-  -- The node of the oldest ticket of a player other than `player` whose rating is in [low,
-  -- high], or nil: two paths down, each taking whole subtrees by their summaries.
-  function Tree:oldestIn(low, high, player)
-    local best = nil
-    local function take(n)
-      if n[PL] ~= player and (best == nil or n[SEQ] < best) then best = n[SEQ] end
-    end
-    local function takeAll(seq)
-      local n = self:node(seq)
-      if not n then return end
-      local s = n[S1]
-      if n[P1] == player then s = n[S2] end
-      if s ~= 0 and (best == nil or s < best) then best = s end
-    end
-    local seq = self.root
-    while seq ~= 0 do
-      local n = self:node(seq)
-      if n[X] < low then seq = n[R] elseif n[X] > high then seq = n[L] else break end
-    end
-    if seq == 0 then return nil end
-    local top = self:node(seq)
-    take(top)
-    seq = top[L]
-    while seq ~= 0 do
-      local n = self:node(seq)
-      if n[X] >= low then take(n); takeAll(n[R]); seq = n[L] else seq = n[R] end
-    end
-    seq = top[R]
-    while seq ~= 0 do
-      local n = self:node(seq)
-      if n[X] <= high then take(n); takeAll(n[L]); seq = n[R] else seq = n[L] end
-    end
-    return best and self:node(best) or nil
-  end
-
-  function Tree:ratingOf(n) return n[X] end
-  function Tree:createdAtOf(n) return n[T] end
 end
