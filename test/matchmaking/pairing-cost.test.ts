@@ -7,6 +7,7 @@ import { canonicalJson } from '../../src/shared/json.js';
 import type { Queue, TicketInput } from '../../src/shared/matchmaking-types.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { ratedIndexProblems } from '../helpers/rated-indexes.js';
+import { decode, encode } from '@msgpack/msgpack';
 import { ratingTreeMeta, ratingTreeProblems } from '../helpers/rating-tree.js';
 
 /**
@@ -233,6 +234,25 @@ describe('a rated admission whose oldest partner lies behind many other tickets 
     // A treap is O(log n) deep with high probability: ten times the tickets, a few more nodes.
     expect(nodesRead[1]!).toBeLessThan(nodesRead[0]! * 3);
     expect(nodesRead[1]!).toBeLessThan(300);
+  });
+
+  it('drops a tree that does not hold as many tickets as the queue (as after an older version\'s admissions), and builds it anew', async () => {
+    const n = 300;
+    const queue = await manyFitting(n);
+    expect(await admit({ id: `${queue.key}-j0`, player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 1}` });
+    const tree = keys.queueRatingTree(APP, queue.key);
+    const meta = decode((await redis.hgetBuffer(tree, 'm'))!) as unknown[];
+    meta[1] = (meta[1] as number) + 1; // one ticket more than the tree holds
+    await redis.hset(tree, 'm', Buffer.from(encode(meta)));
+    expect(await admit({ id: `${queue.key}-j1`, player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 2}` });
+    // Dropped when asked, and the window read answered; the next admission builds a new one.
+    expect(await ratingTreeMeta(redis, keys, APP, queue.key)).toBeNull();
+    expect(await admit({ id: `${queue.key}-j2`, player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 3}` });
+    expect((await ratingTreeMeta(redis, keys, APP, queue.key))?.size).toBe(2 * n - 3);
+    expect(await ratingTreeProblems(redis, keys, APP, queue.key)).toEqual([]);
+    const next = await ticketsRead(() => admit({ id: `${queue.key}-j3`, player: 'joiner', queue, rating: 0, payload: 0 }));
+    expect(next.value).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 4}` });
+    expect(next.reads).toBeLessThanOrEqual(6);
   });
 
   it('finds a player\'s older fitting tickets behind its younger ones that do not fit, and drops the tree when the queue is small', async () => {
