@@ -519,9 +519,12 @@ end
       fit but lies nearer than one that fits is that ticket's player's, younger (two players'
       would have paired when the younger was admitted), so only such tickets, and the joiner's,
       are read in vain.
+    - A queue whose window read has not finished TREE_AFTER batches after counting gets a
+      rating tree (ratingtree.lua, built once, O(n)); from then on its admissions ask the tree
+      after counting (treePartner, O(log n)).
       Cost: O(log n) without a partner; with one, O(log n + min(window read, tickets older
-      than the answer)) ticket reads, where a run in the window of the joiner's or of a passed
-      player's tickets counts O(log^2 n).
+      than the answer, TREE_AFTER batches)) ticket reads, where a run in the window of the
+      joiner's or of a passed player's tickets counts O(log^2 n), and O(log n) node reads.
   The window is widened by a relative 1e-12 so that float rounding at the exact band edge can
   only add a candidate (each one is then tested exactly), never drop one.
 ]]
