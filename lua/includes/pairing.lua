@@ -122,8 +122,8 @@ end
       does not fit but lies nearer than one that fits (same side) is the same player's, and
       younger (two players' would have paired when the younger was admitted).
     - Else (the clock went back; or the tree does not hold exactly the waiting tickets, when
-      other code admitted or removed tickets: it is dropped, or rebuilt in test mode) nil, and
-      the window read goes on.
+      other code admitted or removed tickets: it is dropped, or rebuilt in test mode; or the
+      tree failed, ratingtree.lua Tree:try, and was dropped) nil, and the window read goes on.
 ]]
 local function treePartner(scope, queue, tree, player, rating, now, policy)
   if tree.size ~= redis.call('ZCARD', ratingKey(scope, queue)) then
@@ -135,14 +135,18 @@ local function treePartner(scope, queue, tree, player, rating, now, policy)
   end
   local upBound, downBound, low, high = reachBounds(rating, now, policy)
   local function fits(n) return math.abs(rating - tree:ratingOf(n)) <= tolerance(policy, tree:createdAtOf(n), now) end
-  local above = tree:farAbove(rating, high, upBound, fits)
-  local below = tree:farBelow(low, rating, downBound, fits)
-  if not above and not below then return false end
-  local oldest = tree:oldestIn(below and tree:ratingOf(below) or rating, above and tree:ratingOf(above) or rating, player)
-  if not oldest then return false end
-  if fits(oldest) then return tree:ticketOf(oldest) end
-  if tree.always then redis.call('HINCRBY', tree.key, 'unsure', 1) end -- tests count these
-  return nil
+  local ok, answer = tree:try(function()
+    local above = tree:farAbove(rating, high, upBound, fits)
+    local below = tree:farBelow(low, rating, downBound, fits)
+    if not above and not below then return false end
+    local oldest = tree:oldestIn(below and tree:ratingOf(below) or rating, above and tree:ratingOf(above) or rating, player)
+    if not oldest then return false end
+    if fits(oldest) then return tree:ticketOf(oldest) end
+    return nil
+  end)
+  if not ok then return nil end -- the tree was dropped
+  if answer == nil and tree.always then redis.call('HINCRBY', tree.key, 'unsure', 1) end -- tests count these
+  return answer
 end
 
 --[[

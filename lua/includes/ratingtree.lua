@@ -19,7 +19,9 @@
 --- @include "keys"
 --- @include "clock"
 
-local RatingTree = { TREE_MIN = 64 }
+-- TREE_MIN: a queue keeps its tree while it holds at least this many tickets. STEP_LIMIT: node
+-- visits one operation may take (O(log n) of them, a few hundred at 1M tickets).
+local RatingTree = { TREE_MIN = 64, STEP_LIMIT = 20000 }
 do
   local opened = {} -- per script run: tree key -> Tree, or false when the queue has none
 
@@ -39,11 +41,27 @@ do
     local Tree = {}
     Tree.__index = Tree
     local function newTree(key, root, size, salt, widen, always)
-      return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {} }, Tree)
+      return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {}, steps = 0 }, Tree)
+    end
+
+    --[[
+      Runs one operation, fn(tree, ...). On any error (a tree left inconsistent, never expected:
+      a node missing, or more steps than any operation takes, as in a cycle) the tree is
+      dropped and false returned: the tree only ever speeds pairing up, the queue's sorted sets
+      decide, and a later admission builds a new one.
+    ]]
+    function Tree:try(fn, ...)
+      self.steps = 0
+      local ok, result = pcall(fn, self, ...)
+      if ok then return true, result end
+      self:drop()
+      return false
     end
 
     function Tree:node(seq)
       if seq == 0 then return nil end
+      self.steps = self.steps + 1
+      if self.steps > RatingTree.STEP_LIMIT then error('rating tree: too many steps') end
       local n = self.nodes[seq]
       if not n then
         n = cmsgpack.unpack(redis.call('HGET', self.key, int(seq)))

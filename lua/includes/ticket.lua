@@ -36,7 +36,7 @@ end
 local function joinQueue(scope, id, queue, player, rating, seq, expiresAt, reach, createdAt)
   if rating ~= '' then
     local tree = RatingTree.open(scope, queue)
-    if tree then tree:insert(tonumber(rating), tonumber(createdAt), player, id, tonumber(seq)) end
+    if tree then tree:try(tree.insert, tonumber(rating), tonumber(createdAt), player, id, tonumber(seq)) end
     redis.call('ZADD', waitingKey(scope, queue), seq, id)
     redis.call('ZADD', ratingKey(scope, queue), rating, id)
     redis.call('ZADD', ownRatingKey(scope, queue, player), rating, id)
@@ -68,9 +68,8 @@ end
 local function leaveQueue(scope, id, queue, player, rating, seq, hasCutoff)
   if rating then
     local tree = RatingTree.open(scope, queue)
-    if tree then
-      tree:remove(tonumber(rating), tonumber(seq))
-      if tree.size < RatingTree.TREE_MIN and not tree.always then tree:drop() end
+    if tree and tree:try(tree.remove, tonumber(rating), tonumber(seq)) and tree.size < RatingTree.TREE_MIN and not tree.always then
+      tree:drop()
     end
     redis.call('ZREM', waitingKey(scope, queue), id)
     redis.call('ZREM', ratingKey(scope, queue), id)

@@ -255,6 +255,30 @@ describe('a rated admission whose oldest partner lies behind many other tickets 
     expect(next.reads).toBeLessThanOrEqual(6);
   });
 
+  it('drops a tree that fails (a node missing, or a cycle), and pairs as without it', async () => {
+    const n = 300;
+    const queue = await manyFitting(n);
+    expect(await admit({ id: `${queue.key}-j0`, player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 1}` });
+    const tree = keys.queueRatingTree(APP, queue.key);
+    const root = String((await ratingTreeMeta(redis, keys, APP, queue.key))!.root);
+    // The root made its own child on the side away from the joiner (at 0): the search for the
+    // farthest fitting ticket on the other side passes the root that way, and would go round for
+    // ever but for the step limit (ratingtree.lua STEP_LIMIT).
+    const node = decode((await redis.hgetBuffer(tree, root))!) as unknown[];
+    node[(node[0] as number) < 0 ? 7 : 6] = Number(root);
+    await redis.hset(tree, root, Buffer.from(encode(node)));
+    expect(await admit({ id: `${queue.key}-j1`, player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 2}` });
+    expect(await ratingTreeMeta(redis, keys, APP, queue.key)).toBeNull();
+    // Built anew by the next admission; then a node goes missing, and a cancel meets it.
+    expect(await admit({ id: `${queue.key}-j2`, player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 3}` });
+    const rebuilt = await ratingTreeMeta(redis, keys, APP, queue.key);
+    expect(rebuilt).not.toBeNull();
+    expect(await redis.hdel(tree, String(rebuilt!.root))).toBe(1);
+    expect(JSON.parse(await store.cancelTicket(APP, `${queue.key}-f0`)).state).toBe('cancelled');
+    expect(await ratingTreeMeta(redis, keys, APP, queue.key)).toBeNull();
+    expect(await ratedIndexProblems(redis, keys, APP, queue.key, players)).toEqual([]);
+  });
+
   it('finds a player\'s older fitting tickets behind its younger ones that do not fit, and drops the tree when the queue is small', async () => {
     // Player a's tickets at 50 and -50 wait since T0 + 1 s and 2 s; at T0 + 200 s, n of a's
     // tickets nearer the joiner above it (31 to 49) come, which do not fit it at T0 + 220 s
