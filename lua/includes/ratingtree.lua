@@ -21,7 +21,7 @@
 
 -- TREE_MIN: a queue keeps its tree while it holds at least this many tickets. STEP_LIMIT: node
 -- visits one operation may take (O(log n) of them, a few hundred at 1M tickets).
-local RatingTree = { TREE_MIN = 64, STEP_LIMIT = 20000 }
+local RatingTree = { TREE_MIN = 64, STEP_LIMIT = 5000 }
 do
   local opened = {} -- per script run: tree key -> Tree, or false when the queue has none
 
@@ -41,7 +41,7 @@ do
     local Tree = {}
     Tree.__index = Tree
     local function newTree(key, root, size, salt, widen, always)
-      return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {}, steps = 0 }, Tree)
+      return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {}, steps = 0, limit = math.huge }, Tree)
     end
 
     --[[
@@ -51,7 +51,7 @@ do
       decide, and a later admission builds a new one.
     ]]
     function Tree:try(fn, ...)
-      self.steps = 0
+      self.steps, self.limit = 0, RatingTree.STEP_LIMIT -- a build, O(n), runs without the limit
       local ok, result = pcall(fn, self, ...)
       if ok then return true, result end
       self:drop()
@@ -61,7 +61,7 @@ do
     function Tree:node(seq)
       if seq == 0 then return nil end
       self.steps = self.steps + 1
-      if self.steps > RatingTree.STEP_LIMIT then error('rating tree: too many steps') end
+      if self.steps > self.limit then error('rating tree: too many steps') end
       local n = self.nodes[seq]
       if not n then
         n = cmsgpack.unpack(redis.call('HGET', self.key, int(seq)))
