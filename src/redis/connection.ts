@@ -57,7 +57,8 @@ export function waitForReady(client: RedisClient, timeoutMs: number): Promise<vo
 }
 
 /**
- * Redis failures (down, timed out, refused) that mean "unavailable" rather than a bug. The
+ * Redis failures (down, timed out, refused, or BUSY: running another client's script past
+ * busy-reply-threshold) that mean "unavailable" rather than a bug. The
  * cluster client words its own: "Cluster isn't ready and enableOfflineQueue options is false"
  * while no slot map is known, "Cluster is disconnected", "Node is disconnected", "Too many
  * Cluster redirections" while slots move.
@@ -65,7 +66,7 @@ export function waitForReady(client: RedisClient, timeoutMs: number): Promise<vo
 export function isRedisUnavailableError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const text = `${error.name} ${error.message}`;
-  return /Connection is closed|Stream isn't writeable|Command timed out|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|MaxRetriesPerRequest|Reached the max retries|LOADING|CLUSTERDOWN|TRYAGAIN|None of startup nodes|Failed to refresh slots|MASTERDOWN|READONLY|NOSCRIPT|Cluster isn't ready|Cluster is (disconnected|disconnecting|ended)|Node is disconnected|Too many Cluster redirections/.test(text);
+  return /Connection is closed|Stream isn't writeable|Command timed out|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|MaxRetriesPerRequest|Reached the max retries|LOADING|CLUSTERDOWN|TRYAGAIN|None of startup nodes|Failed to refresh slots|MASTERDOWN|READONLY|NOSCRIPT|BUSY Redis is busy|Cluster isn't ready|Cluster is (disconnected|disconnecting|ended)|Node is disconnected|Too many Cluster redirections/.test(text);
 }
 
 /**

@@ -2,7 +2,9 @@
  * Fault: the API's Redis stops and comes back. An API process pointed at a redis-server of the
  * test's own answers 503 {"error":"unavailable"} while Redis is away (not a hang, not a 500),
  * /readyz says it is not ready, and once redis-server runs again on the same port the same
- * process serves again, without a restart, reloading its scripts into the new server.
+ * process serves again, without a restart, reloading its scripts into the new server. The same
+ * 503 while Redis is frozen, and while it answers BUSY (another client's script running past
+ * the busy threshold).
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -171,5 +173,59 @@ describe('Redis frozen (SIGSTOP) under a running API', () => {
     expect(['matched', 'cancelled']).toContain((cancel as { body: { state: string } }).body.state);
     const violations = checkInvariants(await listAll(api!.url, token), observations);
     expect(violations, formatViolations(violations)).toEqual([]);
+  }, 60_000);
+});
+
+describe('Redis busy with another client\'s long script under a running API', () => {
+  const prefix = testPrefix();
+  let server: RedisServer | undefined;
+  let admin: Redis | undefined;
+  let api: SpawnedApi | undefined;
+  let app: RegisteredApp;
+
+  beforeAll(async () => {
+    ({ server, app, api } = await apiOnOwnRedis(prefix, 'Busy'));
+    admin = directClient(server!.url);
+    await admin.connect();
+  }, 60_000);
+
+  afterAll(async () => {
+    admin?.disconnect();
+    await api?.stop();
+    await server?.remove();
+  }, 30_000);
+
+  it('answers 503 unavailable while another client\'s script runs past the busy threshold (Redis answers BUSY), then serves', async () => {
+    const token = await app.token();
+    // A long script, as a rating tree's build or an expired burst's retirement on a deep queue
+    // can be: a read-only loop of at most 3 s (SCRIPT KILL ends it sooner), past a threshold of
+    // 100 ms instead of 5 s.
+    await admin!.config('SET', 'lua-time-limit', '100');
+    const looper = directClient(server!.url);
+    await looper.connect();
+    const loop = looper
+      .eval("local s = redis.call('TIME'); repeat local t = redis.call('TIME') until (t[1] - s[1]) * 1e6 + t[2] - s[2] > 3e6; return 1", 0)
+      .then(() => 'ended', (error: Error) => error.message);
+    try {
+      // Redis answers other clients only once the script has run past the threshold, with BUSY.
+      await waitUntil('Redis to answer BUSY', async () => (await admin!.ping().then(() => '', (error: Error) => error.message)).startsWith('BUSY'));
+      const whileBusy = await Promise.all([
+        operate(api!.url, token, 'createTicket', { id: 'busy-1', player: 'carol', queue: { key: 'busy', size: 2 }, payload: 1 }),
+        operate(api!.url, token, 'listTickets', {}),
+      ]);
+      expect(whileBusy.map(statusAndBody)).toEqual([unavailable, unavailable]);
+      await admin!.call('SCRIPT', 'KILL');
+      expect(await loop).toMatch(/killed/i);
+    } finally {
+      await admin!.call('SCRIPT', 'KILL').catch(() => undefined); // when an expectation failed first
+      await loop;
+      await admin!.config('SET', 'lua-time-limit', '5000');
+      looper.disconnect();
+    }
+    // BUSY refused the admission before it ran: the same request now creates the ticket.
+    expect(statusAndBody(await operate(api!.url, token, 'createTicket', { id: 'busy-1', player: 'carol', queue: { key: 'busy', size: 2 }, payload: 1 }))).toMatchObject({
+      status: 200,
+      body: { id: 'busy-1', state: 'waiting' },
+    });
   }, 60_000);
 });
