@@ -90,6 +90,21 @@ function rows(results: Results, errors: Map<Section, string>, only: Set<Section>
       shape("(b''') two players' floods taking turns", "(b''') turns", a.turns);
       shape("(b''') + fit, one fitting ticket nearest", "(b''') turns + fit", a.turnsWithFit);
       shape('(d) oldest partner behind many others (rating tree)', '(d) tree', a.oldestBehind, 1_000);
+      // The admission that builds a queue's tree pays O(n) once, like a burst of expired tickets:
+      // per waiting ticket against depth 1k.
+      const builds = a.oldestBehind.filter((s) => s.depth > 0 && typeof s.treeBuildUs === 'number');
+      const firstBuild = builds[0];
+      for (const s of builds) {
+        const perTicket = s.treeBuildUs! / s.depth;
+        const basePerTicket = firstBuild!.treeBuildUs! / firstBuild!.depth;
+        const ratio = perTicket / basePerTicket;
+        out.push({
+          group: 'admission', metric: `admission (d) that builds the rating tree at ${depthName(s.depth)}, per waiting ticket`, value: perTicket, unit: 'µs',
+          baseline: s === firstBuild ? null : basePerTicket, baselineNote: s === firstBuild ? '(baseline)' : 'at 1k',
+          ratio: s === firstBuild ? null : ratio, goal: null, pass: null,
+          chart: s === firstBuild ? null : { ratio, goal: null, label: `(d) build/ticket ${depthName(s.depth)}` },
+        });
+      }
       const first = a.burst[0]!;
       for (const b of a.burst) {
         const ratio = b.perRetiredUs / first.perRetiredUs;

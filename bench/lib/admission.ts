@@ -41,6 +41,11 @@ export interface DepthResult {
   /** Long samples disturbed so, timed instead by the entry Redis's slowlog made of them. */
   fromSlowlog: number;
   setupMs: number;
+  /**
+   * (d) only: the queue's first measured admission, which builds its rating tree, timed apart
+   * (µs inside Redis; null at depth 0, which has no tree, or when it could not be timed).
+   */
+  treeBuildUs?: number | null;
 }
 
 export interface BurstResult {
@@ -105,6 +110,16 @@ class Series {
       if (state !== this.expectState) throw new Error(`bench shape broken: warm-up admission ${state}, expected ${this.expectState}`);
       await this.after(i);
     }
+  }
+
+  /** The next admission, timed inside Redis but kept out of the samples (a one-off, such as a build). */
+  async once(): Promise<number | null> {
+    const i = this.next++;
+    const timed = await timeScriptCall(this.ctx.admin, () => this.admit(i), this.idOf(i));
+    const state = stateOf(timed.value);
+    if (state !== this.expectState) throw new Error(`bench shape broken: first admission ${state}, expected ${this.expectState}`);
+    await this.after(i);
+    return timed.serverUs;
   }
 
   /** Takes `count` more samples (disturbed ones are retried, up to as many again). */
@@ -237,6 +252,8 @@ interface WideShape {
   settleMs?: number;
   /** Joiners pair with the flood's tickets (enough for every measured one) where there is a flood: none is laid down. */
   pairsWithFlood?: boolean;
+  /** The first admission at every depth but 0 builds the queue's rating tree: timed apart (treeBuildUs). */
+  buildsTree?: boolean;
 }
 
 async function wideWindow(ctx: BenchContext, app: BenchApp, log: (line: string) => void, shape: WideShape, withFit: boolean): Promise<DepthResult[]> {
@@ -253,7 +270,7 @@ async function wideWindow(ctx: BenchContext, app: BenchApp, log: (line: string) 
     await ctx.store.createTicket(app.appId, valid({ id: `${tag}${depth}-old`, player: 'player-old......', queue: queueOf(depth), rating: shape.oldRating, payload: PAYLOAD }));
   }
   await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + shape.waitMs));
-  const built: Array<{ depth: number; series: Series; setupMs: number }> = [];
+  const built: Array<{ depth: number; series: Series; setupMs: number; treeBuildUs?: number | null }> = [];
   for (const { depth } of plans) {
     const queue = queueOf(depth);
     const fit = async (i: number) => {
@@ -279,8 +296,17 @@ async function wideWindow(ctx: BenchContext, app: BenchApp, log: (line: string) 
     built.push({ depth, series, setupMs });
   }
   if (shape.settleMs) await ctx.admin.set(ctx.keys.testClock(app.appId), String(T0 + shape.waitMs + shape.settleMs));
+  if (shape.buildsTree) {
+    for (const b of built.filter((b) => b.depth > 0)) {
+      b.treeBuildUs = await b.series.once();
+      if (!(await ctx.admin.exists(ctx.keys.queueRatingTree(app.appId, queueOf(b.depth).key)))) {
+        throw new Error(`bench shape broken: ${name}'s first admission at depth ${b.depth} built no rating tree`);
+      }
+      log(`  ${name} depth ${b.depth}: the admission that builds the rating tree took ${b.treeBuildUs === null ? '(not timed)' : `${(b.treeBuildUs / 1000).toFixed(1)} ms`} in Redis`);
+    }
+  }
   await interleave(built.map((b) => b.series), plans.map((p) => p.perRound), plans.map((p) => p.warmup));
-  return built.map((b) => b.series.result(b.depth, b.setupMs));
+  return built.map((b) => ({ ...b.series.result(b.depth, b.setupMs), ...(shape.buildsTree ? { treeBuildUs: b.treeBuildUs ?? null } : {}) }));
 }
 
 /**
@@ -358,6 +384,7 @@ function oldestBehindOthers(ctx: BenchContext, app: BenchApp, log: (line: string
     joiner: { player: 'joiner-oldest...', rating: 0 },
     settleMs: (11 * half + 100) * 1000,
     pairsWithFlood: true,
+    buildsTree: true,
   }, true);
 }
 
