@@ -9,35 +9,20 @@
  * With `appendfsync everysec` (Redis's default, and docker-compose.yml's) this test would not
  * hold: see the README, "Reliability".
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TicketInput } from '../../src/shared/matchmaking-types.js';
-import { testPrefix } from '../helpers/harness.js';
 import { checkInvariants, formatViolations, type Observation } from '../helpers/invariants.js';
-import type { SpawnedApi } from '../helpers/processes.js';
-import type { RedisServer } from '../helpers/redis-server.js';
-import { answered, apiOnOwnRedis, listAll, operate, send, waitUntil, type RegisteredApp, type Reply } from './support.js';
+import { answered, listAll, operate, ownRedisSuite, send, waitUntil, type Reply } from './support.js';
 
 const WORKERS = 16;
 /** Acknowledged admissions before the kill. */
 const BEFORE_KILL = 300;
 
 describe('Redis killed with SIGKILL and restarted on its AOF (appendfsync always)', () => {
-  const prefix = testPrefix();
-  let server: RedisServer | undefined;
-  let api: SpawnedApi | undefined;
-  let app: RegisteredApp;
-
-  beforeAll(async () => {
-    ({ server, app, api } = await apiOnOwnRedis(prefix, 'Durable', ['--appendonly', 'yes', '--appendfsync', 'always']));
-  }, 60_000);
-
-  afterAll(async () => {
-    await api?.stop();
-    await server?.remove();
-  }, 30_000);
+  const own = ownRedisSuite('Durable', ['--appendonly', 'yes', '--appendfsync', 'always']);
 
   it('keeps every acknowledged admission and cancellation, in the state it was acknowledged in', async () => {
-    const token = await app.token();
+    const token = await own.app.token();
     const queues = [
       { key: 'duel-0', size: 2 as const },
       { key: 'duel-1', size: 2 as const },
@@ -65,10 +50,10 @@ describe('Redis killed with SIGKILL and restarted on its AOF (appendfsync always
           created.push(ticket);
           input = ticket;
         }
-        const reply = await operate(api!.url, token, operation, input);
+        const reply = await operate(own.api.url, token, operation, input);
         sent.push({ operation, input, reply });
         if (!answered(reply) || reply.status !== 200) return;
-        if (killing === null && acknowledgedAdmissions() >= BEFORE_KILL) killing = server!.signal('SIGKILL');
+        if (killing === null && acknowledgedAdmissions() >= BEFORE_KILL) killing = own.server.signal('SIGKILL');
       }
     }
     await Promise.all(Array.from({ length: WORKERS }, () => worker()));
@@ -80,12 +65,12 @@ describe('Redis killed with SIGKILL and restarted on its AOF (appendfsync always
     expect(sent.filter((s) => answered(s.reply) && s.reply.status === 503).length).toBeGreaterThan(0);
 
     // The same directory, the same port; the API reconnects by itself.
-    await server!.restart();
+    await own.server.restart();
     await waitUntil('/readyz to answer 200 after the restart', async () => {
-      const reply = await send(api!.url, '/readyz', { method: 'GET' });
+      const reply = await send(own.api.url, '/readyz', { method: 'GET' });
       return answered(reply) && reply.status === 200;
     });
-    const listing = await listAll(api!.url, token);
+    const listing = await listAll(own.api.url, token);
 
     // Every acknowledged answer is in the listing and agrees with it.
     const observations: Observation[] = sent.flatMap((s) =>
@@ -99,7 +84,7 @@ describe('Redis killed with SIGKILL and restarted on its AOF (appendfsync always
     expect(acknowledgedAdmissions()).toBeGreaterThanOrEqual(BEFORE_KILL);
 
     // And it serves again: a new admission is accepted.
-    const after = await operate(api!.url, token, 'createTicket', { id: 'after-restart', player: 'late', queue: queues[0], payload: null });
+    const after = await operate(own.api.url, token, 'createTicket', { id: 'after-restart', player: 'late', queue: queues[0], payload: null });
     expect(answered(after) && after.status).toBe(200);
     console.info(
       `durability: ${acknowledgedAdmissions()} admissions and ${observations.length - acknowledgedAdmissions()} cancels acknowledged before the kill, ` +

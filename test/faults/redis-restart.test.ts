@@ -7,14 +7,11 @@
  * the busy threshold).
  */
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadScript } from '../../src/redis/scripts.js';
 import { checkInvariants, formatViolations, type Observation } from '../helpers/invariants.js';
-import type { SpawnedApi } from '../helpers/processes.js';
-import { directClient, RedisServer } from '../helpers/redis-server.js';
-import { testPrefix } from '../helpers/harness.js';
-import { answered, apiOnOwnRedis, listAll, operate, send, waitUntil, type RegisteredApp, type Reply } from './support.js';
+import { directClient } from '../helpers/redis-server.js';
+import { answered, listAll, operate, ownRedisSuite, send, waitUntil, type Reply } from './support.js';
 
 const MATCHMAKING_SCRIPTS = ['createTicket', 'cancelTicket', 'listTickets'] as const;
 /**
@@ -36,32 +33,16 @@ function infoField(info: string, name: string, field: string): number {
 }
 
 describe('Redis stopped and started again under a running API', () => {
-  const prefix = testPrefix();
   const shas = MATCHMAKING_SCRIPTS.map((name) => loadScript(name).sha);
-  let server: RedisServer | undefined;
-  let admin: Redis | undefined;
-  let api: SpawnedApi | undefined;
-  let app: RegisteredApp;
-
-  beforeAll(async () => {
-    // AOF on: SIGTERM writes it out, so the app record and tickets come back with the server.
-    ({ server, app, api } = await apiOnOwnRedis(prefix, 'Restart', ['--appendonly', 'yes']));
-    admin = directClient(server!.url);
-    await admin.connect();
-  }, 60_000);
-
-  afterAll(async () => {
-    admin?.disconnect();
-    await api?.stop();
-    await server?.remove();
-  }, 30_000);
+  // AOF on: SIGTERM writes it out, so the app record and tickets come back with the server.
+  const own = ownRedisSuite('Restart', ['--appendonly', 'yes']);
 
   it('answers 503 unavailable while Redis is down, and serves again after it restarts, reloading its scripts through NOSCRIPT', async () => {
-    const token = await app.token();
+    const token = await own.app.token();
     const ticket = (id: string, player: string, key = 'duel') => ({ id, player, queue: { key, size: 2 as const }, payload: { id } });
     const observations: Observation[] = [];
     const call = async (operation: 'createTicket' | 'cancelTicket', input: { id: string }) => {
-      const reply = await operate(api!.url, token, operation, input);
+      const reply = await operate(own.api.url, token, operation, input);
       if (answered(reply) && reply.status === 200) observations.push({ operation, input, status: reply.status, body: reply.body });
       return reply;
     };
@@ -70,13 +51,13 @@ describe('Redis stopped and started again under a running API', () => {
     expect(statusAndBody(await call('createTicket', ticket('a', 'alice')))).toMatchObject({ status: 200, body: { state: 'waiting' } });
     expect(statusAndBody(await call('createTicket', ticket('b', 'bob')))).toMatchObject({ status: 200, body: { state: 'matched' } });
     expect(statusAndBody(await call('createTicket', ticket('c', 'carol')))).toMatchObject({ status: 200, body: { state: 'waiting' } });
-    expect(await admin!.script('EXISTS', ...shas)).toEqual([1, 1, 1]);
+    expect(await own.admin.script('EXISTS', ...shas)).toEqual([1, 1, 1]);
 
     // Redis stops (SIGTERM: a clean shutdown) while a burst of admissions is in flight: each is
     // answered, 200 (done before the stop) or 503 unavailable.
-    admin!.disconnect();
+    own.admin.disconnect();
     const burst = Array.from({ length: 30 }, (_, i) => call('createTicket', ticket(`burst-${i}`, `burster-${i}`, 'burst')));
-    await server!.signal('SIGTERM');
+    await own.server.signal('SIGTERM');
     const burstReplies = (await Promise.all(burst)).map(statusAndBody);
     for (const reply of burstReplies) expect([200, 503], JSON.stringify(reply)).toContain((reply as { status?: number }).status);
     for (const reply of burstReplies.filter((r) => (r as { status?: number }).status === 503)) expect(reply).toEqual(unavailable);
@@ -84,33 +65,33 @@ describe('Redis stopped and started again under a running API', () => {
 
     // Down: every operation answers 503 unavailable, each before the client's guard (5 s);
     // /readyz is 503, /healthz (the process itself) 200.
-    expect(statusAndBody(await operate(api!.url, token, 'createTicket', ticket('d', 'dave')))).toEqual(unavailable);
-    expect(statusAndBody(await operate(api!.url, token, 'listTickets', {}))).toEqual(unavailable);
-    expect(statusAndBody(await operate(api!.url, token, 'cancelTicket', { id: 'c' }))).toEqual(unavailable);
-    expect(statusAndBody(await send(api!.url, '/readyz', { method: 'GET' }))).toEqual(unavailable);
-    expect(statusAndBody(await send(api!.url, '/healthz', { method: 'GET' }))).toEqual({ status: 200, body: { status: 'ok' } });
+    expect(statusAndBody(await operate(own.api.url, token, 'createTicket', ticket('d', 'dave')))).toEqual(unavailable);
+    expect(statusAndBody(await operate(own.api.url, token, 'listTickets', {}))).toEqual(unavailable);
+    expect(statusAndBody(await operate(own.api.url, token, 'cancelTicket', { id: 'c' }))).toEqual(unavailable);
+    expect(statusAndBody(await send(own.api.url, '/readyz', { method: 'GET' }))).toEqual(unavailable);
+    expect(statusAndBody(await send(own.api.url, '/healthz', { method: 'GET' }))).toEqual({ status: 200, body: { status: 'ok' } });
 
     // Back on the same port, with the same data and an empty script cache.
-    await server!.restart(['--rename-command', 'SCRIPT', RENAMED_SCRIPT]);
-    admin = directClient(server!.url);
-    await admin.connect();
+    await own.server.restart(['--rename-command', 'SCRIPT', RENAMED_SCRIPT]);
+    own.admin = directClient(own.server.url);
+    await own.admin.connect();
     await waitUntil('/readyz to answer 200 after the restart', async () => {
-      const reply = await send(api!.url, '/readyz', { method: 'GET' });
+      const reply = await send(own.api.url, '/readyz', { method: 'GET' });
       return answered(reply) && reply.status === 200;
     });
     // Ready, and still no script in the new server: the reconnection could not load them.
-    expect(await admin.call(RENAMED_SCRIPT, 'EXISTS', ...shas)).toEqual([0, 0, 0]);
+    expect(await own.admin.call(RENAMED_SCRIPT, 'EXISTS', ...shas)).toEqual([0, 0, 0]);
 
     // The same process serves again: dave joins carol, who waited through the restart.
     const dave = await call('createTicket', ticket('d', 'dave'));
     expect(statusAndBody(dave)).toMatchObject({ status: 200, body: { state: 'matched', match: { tickets: [{ input: { id: 'c' } }, { input: { id: 'd' } }] } } });
     expect(statusAndBody(await call('cancelTicket', { id: 'a' }))).toMatchObject({ status: 200, body: { state: 'matched' } });
-    const listing = await listAll(api!.url, token);
+    const listing = await listAll(own.api.url, token);
 
     // Each script came back through EVALSHA -> NOSCRIPT -> EVAL (which caches it).
-    expect(await admin.call(RENAMED_SCRIPT, 'EXISTS', ...shas)).toEqual([1, 1, 1]);
-    expect(infoField(await admin.info('errorstats'), 'errorstat_NOSCRIPT', 'count')).toBeGreaterThanOrEqual(MATCHMAKING_SCRIPTS.length);
-    expect(infoField(await admin.info('commandstats'), 'cmdstat_eval', 'calls')).toBeGreaterThanOrEqual(MATCHMAKING_SCRIPTS.length);
+    expect(await own.admin.call(RENAMED_SCRIPT, 'EXISTS', ...shas)).toEqual([1, 1, 1]);
+    expect(infoField(await own.admin.info('errorstats'), 'errorstat_NOSCRIPT', 'count')).toBeGreaterThanOrEqual(MATCHMAKING_SCRIPTS.length);
+    expect(infoField(await own.admin.info('commandstats'), 'cmdstat_eval', 'calls')).toBeGreaterThanOrEqual(MATCHMAKING_SCRIPTS.length);
 
     // Nothing acknowledged before the stop was lost, and every answer agrees with the final state.
     const listed = new Set((listing as Array<{ id: string }>).map((t) => t.id));
@@ -122,47 +103,34 @@ describe('Redis stopped and started again under a running API', () => {
 });
 
 describe('Redis frozen (SIGSTOP) under a running API', () => {
-  const prefix = testPrefix();
-  let server: RedisServer | undefined;
-  let api: SpawnedApi | undefined;
-  let app: RegisteredApp;
-
-  beforeAll(async () => {
-    ({ server, app, api } = await apiOnOwnRedis(prefix, 'Frozen'));
-  }, 60_000);
-
-  afterAll(async () => {
-    server?.resume();
-    await api?.stop();
-    await server?.remove();
-  }, 30_000);
+  const own = ownRedisSuite('Frozen');
 
   it('answers 503 unavailable while Redis accepts connections but answers nothing, then serves; identical retries settle the unknown outcomes', async () => {
-    const token = await app.token();
+    const token = await own.app.token();
     const a = { id: 'a', player: 'alice', queue: { key: 'duel', size: 2 as const }, payload: 1 };
     const b = { id: 'b', player: 'bob', queue: { key: 'duel', size: 2 as const }, payload: 2 };
     const observations: Observation[] = [];
     const call = async (operation: 'createTicket' | 'cancelTicket', input: { id: string }) => {
-      const reply = await operate(api!.url, token, operation, input);
+      const reply = await operate(own.api.url, token, operation, input);
       if (answered(reply) && reply.status === 200) observations.push({ operation, input, status: reply.status, body: reply.body });
       return reply;
     };
     expect(statusAndBody(await call('createTicket', a))).toMatchObject({ status: 200, body: { state: 'waiting' } });
 
     // Frozen: the socket stays open, so only the API's command timeout ends each request.
-    server!.pause();
+    own.server.pause();
     const whileFrozen = await Promise.all([
       call('createTicket', b),
       call('cancelTicket', { id: 'a' }),
-      operate(api!.url, token, 'listTickets', {}),
-      send(api!.url, '/readyz', { method: 'GET' }),
+      operate(own.api.url, token, 'listTickets', {}),
+      send(own.api.url, '/readyz', { method: 'GET' }),
     ]);
     expect(whileFrozen.map(statusAndBody)).toEqual([unavailable, unavailable, unavailable, unavailable]);
-    expect(statusAndBody(await send(api!.url, '/healthz', { method: 'GET' }))).toEqual({ status: 200, body: { status: 'ok' } });
+    expect(statusAndBody(await send(own.api.url, '/healthz', { method: 'GET' }))).toEqual({ status: 200, body: { status: 'ok' } });
 
-    server!.resume();
+    own.server.resume();
     await waitUntil('/readyz to answer 200 after SIGCONT', async () => {
-      const reply = await send(api!.url, '/readyz', { method: 'GET' });
+      const reply = await send(own.api.url, '/readyz', { method: 'GET' });
       return answered(reply) && reply.status === 200;
     });
     // The requests answered 503 reached Redis and may have run once it resumed: the spec's
@@ -171,59 +139,43 @@ describe('Redis frozen (SIGSTOP) under a running API', () => {
     const cancel = statusAndBody(await call('cancelTicket', { id: 'a' }));
     expect(cancel).toMatchObject({ status: 200 });
     expect(['matched', 'cancelled']).toContain((cancel as { body: { state: string } }).body.state);
-    const violations = checkInvariants(await listAll(api!.url, token), observations);
+    const violations = checkInvariants(await listAll(own.api.url, token), observations);
     expect(violations, formatViolations(violations)).toEqual([]);
   }, 60_000);
 });
 
 describe('Redis busy with another client\'s long script under a running API', () => {
-  const prefix = testPrefix();
-  let server: RedisServer | undefined;
-  let admin: Redis | undefined;
-  let api: SpawnedApi | undefined;
-  let app: RegisteredApp;
-
-  beforeAll(async () => {
-    ({ server, app, api } = await apiOnOwnRedis(prefix, 'Busy'));
-    admin = directClient(server!.url);
-    await admin.connect();
-  }, 60_000);
-
-  afterAll(async () => {
-    admin?.disconnect();
-    await api?.stop();
-    await server?.remove();
-  }, 30_000);
+  const own = ownRedisSuite('Busy');
 
   it('answers 503 unavailable while another client\'s script runs past the busy threshold (Redis answers BUSY), then serves', async () => {
-    const token = await app.token();
+    const token = await own.app.token();
     // A long script, as a rating tree's build or an expired burst's retirement on a deep queue
     // can be: a read-only loop of at most 3 s (SCRIPT KILL ends it sooner), past a threshold of
     // 100 ms instead of 5 s.
-    await admin!.config('SET', 'lua-time-limit', '100');
-    const looper = directClient(server!.url);
+    await own.admin.config('SET', 'lua-time-limit', '100');
+    const looper = directClient(own.server.url);
     await looper.connect();
     const loop = looper
       .eval("local s = redis.call('TIME'); repeat local t = redis.call('TIME') until (t[1] - s[1]) * 1e6 + t[2] - s[2] > 3e6; return 1", 0)
       .then(() => 'ended', (error: Error) => error.message);
     try {
       // Redis answers other clients only once the script has run past the threshold, with BUSY.
-      await waitUntil('Redis to answer BUSY', async () => (await admin!.ping().then(() => '', (error: Error) => error.message)).startsWith('BUSY'));
+      await waitUntil('Redis to answer BUSY', async () => (await own.admin.ping().then(() => '', (error: Error) => error.message)).startsWith('BUSY'));
       const whileBusy = await Promise.all([
-        operate(api!.url, token, 'createTicket', { id: 'busy-1', player: 'carol', queue: { key: 'busy', size: 2 }, payload: 1 }),
-        operate(api!.url, token, 'listTickets', {}),
+        operate(own.api.url, token, 'createTicket', { id: 'busy-1', player: 'carol', queue: { key: 'busy', size: 2 }, payload: 1 }),
+        operate(own.api.url, token, 'listTickets', {}),
       ]);
       expect(whileBusy.map(statusAndBody)).toEqual([unavailable, unavailable]);
-      await admin!.call('SCRIPT', 'KILL');
+      await own.admin.call('SCRIPT', 'KILL');
       expect(await loop).toMatch(/killed/i);
     } finally {
-      await admin!.call('SCRIPT', 'KILL').catch(() => undefined); // when an expectation failed first
+      await own.admin.call('SCRIPT', 'KILL').catch(() => undefined); // when an expectation failed first
       await loop;
-      await admin!.config('SET', 'lua-time-limit', '5000');
+      await own.admin.config('SET', 'lua-time-limit', '5000');
       looper.disconnect();
     }
     // BUSY refused the admission before it ran: the same request now creates the ticket.
-    expect(statusAndBody(await operate(api!.url, token, 'createTicket', { id: 'busy-1', player: 'carol', queue: { key: 'busy', size: 2 }, payload: 1 }))).toMatchObject({
+    expect(statusAndBody(await operate(own.api.url, token, 'createTicket', { id: 'busy-1', player: 'carol', queue: { key: 'busy', size: 2 }, payload: 1 }))).toMatchObject({
       status: 200,
       body: { id: 'busy-1', state: 'waiting' },
     });

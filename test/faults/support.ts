@@ -5,10 +5,11 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import { AppRegistry } from '../../src/apps/registry.js';
 import { appIdOf, Keys } from '../../src/redis/keys.js';
 import { generateKeyPair } from '../../src/shared/ed25519.js';
-import { signToken, verifiedAppRecord } from '../helpers/harness.js';
+import { signToken, testPrefix, verifiedAppRecord } from '../helpers/harness.js';
 import { spawnApi, type SpawnedApi } from '../helpers/processes.js';
 import { directClient, RedisServer } from '../helpers/redis-server.js';
 
@@ -104,6 +105,36 @@ export async function apiOnOwnRedis(prefix: string, appName: string, redisArgs: 
     await server.remove();
     throw error;
   }
+}
+
+/** What ownRedisSuite gives a describe block's tests (set once its beforeAll has run). */
+export interface OwnRedisSuite {
+  prefix: string;
+  server: RedisServer;
+  app: RegisteredApp;
+  api: SpawnedApi;
+  /** A direct client of the server, for the test's own checks (a test may replace it). */
+  admin: Redis;
+}
+
+/**
+ * apiOnOwnRedis for a whole describe block, with a direct admin client: started before its
+ * tests, and stopped after them (resumed first, should a test have left it frozen).
+ */
+export function ownRedisSuite(appName: string, redisArgs: string[] = []): OwnRedisSuite {
+  const suite = { prefix: testPrefix() } as OwnRedisSuite;
+  beforeAll(async () => {
+    Object.assign(suite, await apiOnOwnRedis(suite.prefix, appName, redisArgs));
+    suite.admin = directClient(suite.server.url);
+    await suite.admin.connect();
+  }, 60_000);
+  afterAll(async () => {
+    suite.admin?.disconnect();
+    suite.server?.resume();
+    await suite.api?.stop();
+    await suite.server?.remove();
+  }, 30_000);
+  return suite;
 }
 
 export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
