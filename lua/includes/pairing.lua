@@ -121,16 +121,13 @@ end
       whenever each ticket waited since before the clock last went back, if ever: a ticket that
       does not fit but lies nearer than one that fits (same side) is the same player's, and
       younger (two players' would have paired when the younger was admitted).
-    - Else (the clock went back; or the tree does not hold exactly the waiting tickets, when
-      other code admitted or removed tickets: it is dropped, or rebuilt in test mode; or the
-      tree failed, ratingtree.lua Tree:try, and was dropped) nil, and the window read goes on.
+    - Else (the clock went back; or the tree failed, ratingtree.lua Tree:try, and was dropped)
+      nil, and the window read goes on. A tree that does not hold exactly the waiting tickets
+      (other code admitted or removed tickets) was dropped when opened (RatingTree.open), or in
+      test mode is rebuilt here.
 ]]
 local function treePartner(scope, queue, tree, player, rating, now, policy)
-  if tree.size ~= redis.call('ZCARD', ratingKey(scope, queue)) then
-    if not tree.always then
-      tree:drop()
-      return nil
-    end
+  if tree.always and not RatingTree.inSync(scope, queue, tree) then
     tree = buildTree(scope, queue, policy, true) -- test mode keeps a tree: a new one
   end
   local upBound, downBound, low, high = reachBounds(rating, now, policy)
@@ -542,7 +539,8 @@ local function findRatedPartner(scope, queue, player, rating, now, policy)
   local windowSize = redis.call('ZCOUNT', rkey, low, high)
   if windowSize == 0 then return nil end
 
-  local tree = RatingTree.open(scope, queue)
+  local tree, dropped = RatingTree.open(scope, queue)
+  if dropped then tree = false end -- out of sync: built again by a later admission, not this one
   if tree and tree.always then
     local answer = treePartner(scope, queue, tree, player, rating, now, policy)
     if answer ~= nil then return answer or nil end

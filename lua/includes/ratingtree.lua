@@ -7,12 +7,13 @@
   the queue holds fewer than TREE_MIN tickets.
 
   One hash:
-    m       cmsgpack of { root, size, salt, widen, always }:
+    m       cmsgpack of { root, size, salt, widen, always, newest }:
               root    sequence of the root node, 0 when the tree is empty
               size    number of nodes (= waiting rated tickets of the queue)
               salt    text mixed into the node priorities, fixed when the tree is built
               widen   the queue's widenPerSecond (the reach scores of the summaries need it)
               always  test-only: 1 keeps the tree, and lets it answer every admission it can
+              newest  the highest sequence the tree ever held (RatingTree.inSync)
     unsure  test-only: how many times a tree with `always` could not tell (pairing.lua treePartner)
     <seq>   one node, keyed by its ticket's sequence: cmsgpack of the array indexed below
 ]]
@@ -40,8 +41,8 @@ do
 
     local Tree = {}
     Tree.__index = Tree
-    local function newTree(key, root, size, salt, widen, always)
-      return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, nodes = {}, dirty = {}, gone = {}, steps = 0, limit = math.huge }, Tree)
+    local function newTree(key, root, size, salt, widen, always, newest)
+      return setmetatable({ key = key, root = root, size = size, salt = salt, widen = widen, always = always, newest = newest or 0, nodes = {}, dirty = {}, gone = {}, steps = 0, limit = math.huge }, Tree)
     end
 
     --[[
@@ -197,7 +198,7 @@ do
 
     -- Writes the changed nodes and the meta field.
     function Tree:flush()
-      local meta = cmsgpack.pack({ self.root, self.size, self.salt, self.widen, self.always and 1 or 0 })
+      local meta = cmsgpack.pack({ self.root, self.size, self.salt, self.widen, self.always and 1 or 0, self.newest })
       local args, n = { 'm', meta }, 2
       for seq, node in pairs(self.dirty) do
         args[n + 1], args[n + 2], n = int(seq), cmsgpack.pack(node), n + 2
@@ -224,6 +225,7 @@ do
       self.nodes[seq] = n
       self.root = self:insertAt(self.root, n)
       self.size = self.size + 1
+      if seq > self.newest then self.newest = seq end
       self:flush()
     end
 
@@ -250,7 +252,9 @@ do
     local function build(scope, queue, widen, salt, entries, always)
       local key = treeKey(scope, queue)
       redis.call('DEL', key)
-      local tree = newTree(key, 0, #entries, salt, widen, always)
+      local newest = 0
+      for _, e in ipairs(entries) do if e[5] > newest then newest = e[5] end end
+      local tree = newTree(key, 0, #entries, salt, widen, always, newest)
       local nodes, scatter = {}, scatterKey(salt)
       tree.scatter = scatter
       for i, e in ipairs(entries) do nodes[i] = newNode(scatter, e[2], e[3], e[4], e[1], e[5]) end
@@ -372,8 +376,27 @@ do
     return made
   end
 
-  -- The queue's tree, or nil. Every caller in one script run shares one object (and its cache of
-  -- read nodes), and every change is written before the changing call returns.
+  --[[
+    Whether `tree` holds exactly the queue's waiting rated tickets, given that it did when it
+    was last written: scripts that know no tree (an older version, as in a rolling upgrade)
+    change the queue without it. Any such change shows as another number of tickets or, when
+    admissions and removals balance, as a waiting ticket newer than the newest the tree ever
+    held (sequences only grow), since a ticket missing from the tree can only have been admitted
+    after it was last written. O(log n).
+  ]]
+  function RatingTree.inSync(scope, queue, tree)
+    if redis.call('ZCARD', ratingKey(scope, queue)) ~= tree.size then return false end
+    if tree.size == 0 then return true end
+    local newest = redis.call('ZRANGE', waitingKey(scope, queue), -1, -1, 'WITHSCORES')
+    return tonumber(newest[2]) <= tree.newest
+  end
+
+  --[[
+    The queue's tree, or nil. Every caller in one script run shares one object (and its cache of
+    read nodes), and every change is written before the changing call returns. A tree that is
+    not in sync (RatingTree.inSync; checked here, before the script changes anything) is dropped:
+    then nil, true. A test-mode tree is kept: pairing.lua rebuilds it when it asks it.
+  ]]
   function RatingTree.open(scope, queue)
     local key = treeKey(scope, queue)
     local tree = opened[key]
@@ -382,7 +405,11 @@ do
       tree = false
       if blob then
         local m = cmsgpack.unpack(blob)
-        tree = methods().newTree(key, m[1], m[2], m[3], m[4], m[5] == 1)
+        tree = methods().newTree(key, m[1], m[2], m[3], m[4], m[5] == 1, m[6])
+        if not tree.always and not RatingTree.inSync(scope, queue, tree) then
+          tree:drop()
+          return nil, true
+        end
       end
       opened[key] = tree
     end

@@ -45,19 +45,25 @@ export async function ratingTreeUnsure(redis: RedisClient, keys: Keys, appId: st
   return Number((await redis.hget(keys.queueRatingTree(appId, queue), 'unsure')) ?? 0);
 }
 
-/** The queue's rating tree's meta ({ root, size, widen, always }), or null when it has none. */
-export async function ratingTreeMeta(redis: RedisClient, keys: Keys, appId: string, queue: string): Promise<{ root: number; size: number; widen: number; always: boolean } | null> {
+/** The queue's rating tree's meta ({ root, size, widen, always, newest }), or null when it has none. */
+export async function ratingTreeMeta(
+  redis: RedisClient,
+  keys: Keys,
+  appId: string,
+  queue: string,
+): Promise<{ root: number; size: number; widen: number; always: boolean; newest: number } | null> {
   const blob = await redis.hgetBuffer(keys.queueRatingTree(appId, queue), 'm');
   if (!blob) return null;
-  const [root, size, , widen, always] = decode(blob) as [number, number, string, number, number];
-  return { root, size, widen, always: always === 1 };
+  const [root, size, , widen, always, newest] = decode(blob) as [number, number, string, number, number, number | undefined];
+  return { root, size, widen, always: always === 1, newest: newest ?? 0 };
 }
 
 /**
  * What is wrong with one queue's rating tree, as readable lines (none when it is right, or the
  * queue has none, or only a stale test tree): it holds exactly the queue's waiting rated tickets (qw), each with its
  * ticket's rating, createdAt, player and ID; in-order by (rating, sequence); a heap by
- * priority; every summary recomputed from its subtree; size and root as the meta says.
+ * priority; every summary recomputed from its subtree; size and root as the meta says, and no
+ * node newer than the newest sequence it says the tree held (ratingtree.lua RatingTree.inSync).
  */
 export async function ratingTreeProblems(redis: RedisClient, keys: Keys, appId: string, queue: string): Promise<string[]> {
   const meta = await ratingTreeMeta(redis, keys, appId, queue);
@@ -84,6 +90,7 @@ export async function ratingTreeProblems(redis: RedisClient, keys: Keys, appId: 
     }
   }
   for (const seq of nodes.keys()) if (!expected.has(seq)) problems.push(`node ${seq} is not a waiting ticket`);
+  for (const seq of nodes.keys()) if (seq > meta.newest) problems.push(`node ${seq} is newer than the newest the meta says (${meta.newest})`);
 
   // Walk from the root: every node once, order, heap, summaries.
   const seen = new Set<number>();

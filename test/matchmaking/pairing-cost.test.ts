@@ -257,6 +257,26 @@ describe('a rated admission whose oldest partner lies behind many other tickets 
     expect(next.reads).toBeLessThanOrEqual(6);
   });
 
+  it('drops a tree that holds as many tickets as the queue but not the same ones (another version admitted one and cancelled another)', async () => {
+    const n = 300;
+    const queue = await manyFitting(n);
+    expect(await admit({ id: `${queue.key}-j0`, player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 1}` });
+    // Scripts that know no tree (an older version, as in a rolling upgrade): hidden from them,
+    // it misses one admission (a far ticket that waits) and one cancellation (the oldest
+    // fitting ticket, the one it would answer next), so it holds as many tickets as the queue.
+    const tree = keys.queueRatingTree(APP, queue.key);
+    await redis.rename(tree, `${tree}:hidden`);
+    expect((await admit({ id: `${queue.key}-late`, player: 'old', queue, rating: -1e9, payload: 0 })).state).toBe('waiting');
+    expect(JSON.parse(await store.cancelTicket(APP, `${queue.key}-f${n - 2}`)).state).toBe('cancelled');
+    await redis.rename(`${tree}:hidden`, tree);
+    expect((await ratingTreeMeta(redis, keys, APP, queue.key))?.size).toBe(await redis.zcard(keys.queueRatedWaiting(APP, queue.key)));
+    // Not the cancelled ticket: the next oldest that fits, and the cancelled one stays so.
+    expect(await admit({ id: `${queue.key}-j1`, player: 'joiner', queue, rating: 0, payload: 0 })).toEqual({ state: 'matched', partner: `${queue.key}-f${n - 3}` });
+    expect(await redis.hget(keys.ticket(APP, `${queue.key}-f${n - 2}`), 's')).toBe('c'); // ticket.lua: c cancelled
+    expect(await ratingTreeProblems(redis, keys, APP, queue.key)).toEqual([]);
+    expect(await ratedIndexProblems(redis, keys, APP, queue.key, players)).toEqual([]);
+  });
+
   it('drops a tree that fails (a node missing, or a cycle), and pairs as without it', async () => {
     const n = 300;
     const queue = await manyFitting(n);
