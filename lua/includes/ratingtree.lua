@@ -3,14 +3,15 @@
   by (rating, sequence), each node summing up its subtree, so that the oldest compatible ticket
   is found in O(log n) whatever the queue holds (pairing.lua treePartner says how). It costs
   every join and leave of the queue O(log n) node reads, so a queue has one only while it needs
-  it: pairing.lua builds it when its cheaper reads do not finish, and leaveQueue drops it once
-  the queue holds fewer than TREE_MIN tickets.
+  it: pairing.lua builds it when its cheaper reads do not finish, leaveQueue drops it once the
+  queue holds fewer than TREE_MIN tickets, and RatingTree.open drops one that scripts unaware of
+  it (an older version) left out of sync with the queue.
 
   One hash:
     m       cmsgpack of { root, size, salt, widen, always, newest }:
               root    sequence of the root node, 0 when the tree is empty
               size    number of nodes (= waiting rated tickets of the queue)
-              salt    text mixed into the node priorities, fixed when the tree is built
+              salt    text whose SHA-1 keys the node priorities, fixed when the tree is built
               widen   the queue's widenPerSecond (the reach scores of the summaries need it)
               always  test-only: 1 keeps the tree, and lets it answer every admission it can
               newest  the highest sequence the tree ever held (RatingTree.inSync)
