@@ -8,13 +8,14 @@
   it (an older version) left out of sync with the queue.
 
   One hash:
-    m       cmsgpack of { root, size, salt, widen, always, newest }:
+    m       cmsgpack of { root, size, salt, widen, always, newest, layout }:
               root    sequence of the root node, 0 when the tree is empty
               size    number of nodes (= waiting rated tickets of the queue)
               salt    text whose SHA-1 keys the node priorities, fixed when the tree is built
               widen   the queue's widenPerSecond (the reach scores of the summaries need it)
               always  test-only: 1 keeps the tree, and lets it answer every admission it can
               newest  the highest sequence the tree ever held (RatingTree.inSync)
+              layout  RatingTree.LAYOUT of the nodes
     unsure  test-only: how many times a tree with `always` could not tell (pairing.lua treePartner)
     <seq>   one node, keyed by its ticket's sequence: cmsgpack of the array indexed below
 ]]
@@ -23,7 +24,8 @@
 
 -- TREE_MIN: a queue keeps its tree while it holds at least this many tickets. STEP_LIMIT: node
 -- visits one operation may take (O(log n) of them, a few hundred at 1M tickets).
-local RatingTree = { TREE_MIN = 64, STEP_LIMIT = 5000 }
+-- LAYOUT: the node layout (below); a tree of another one is dropped when opened and built anew.
+local RatingTree = { TREE_MIN = 64, STEP_LIMIT = 5000, LAYOUT = 2 }
 do
   local opened = {} -- per script run: tree key -> Tree, or false when the queue has none
 
@@ -34,11 +36,19 @@ do
   local made = nil
   local function methods()
     if made then return made end
-    -- A node: its ticket's rating, createdAt (ms), player, ID, sequence and priority; its children
-    -- (sequences, 0 for none); and its subtree's summary: the least reach scores (MU: rating +
-    -- widen * t, MV: widen * t - rating, t in seconds, as pairing.lua reachScores), the oldest
-    -- ticket (S1, of player P1) and the oldest of any other player (S2 of P2; 0 and '' if none).
-    local X, T, PL, ID, SEQ, PR, L, R, MU, MV, S1, P1, S2, P2 = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
+    --[[
+      A node: its ticket's rating, createdAt (ms), player, ID, sequence and priority; its
+      children (sequences, 0 for none); and for each child the summary of that child's subtree,
+      six fields from SIDE[L] and SIDE[R] (all 0 and '' without a child): the least reach scores
+      (+MU: rating + widen * t, +MV: widen * t - rating, t in seconds, as pairing.lua
+      reachScores), the oldest ticket (+S1, of player +P1) and the oldest of any other player
+      (+S2 of +P2; 0 and '' if none). Keeping a child's summary in its parent, not in the child,
+      lets a change on one path recompute every summary on it without reading the siblings, and
+      lets a query judge a subtree without reading its root.
+    ]]
+    local X, T, PL, ID, SEQ, PR, L, R = 1, 2, 3, 4, 5, 6, 7, 8
+    local SIDE = { [L] = 9, [R] = 15 }
+    local MU, MV, S1, P1, S2, P2 = 0, 1, 2, 3, 4, 5
 
     local Tree = {}
     Tree.__index = Tree
@@ -85,23 +95,35 @@ do
       return s1, p1, s2, p2
     end
 
-    -- Recomputes a node's summary from its ticket and its children's summaries. (Called for
-    -- every node of a build: it allocates nothing.)
-    function Tree:summarize(n)
+    -- The summary of the subtree at node n: its ticket's, with its children's from its sides.
+    -- (It allocates nothing: a build calls it for every node.)
+    function Tree:whole(n)
       local wt = self.widen * (n[T] / 1000)
       local mu, mv = n[X] + wt, wt - n[X]
       local s1, p1, s2, p2 = n[SEQ], n[PL], 0, ''
       for side = L, R do
-        local child = self:node(n[side])
-        if child then
-          if child[MU] < mu then mu = child[MU] end
-          if child[MV] < mv then mv = child[MV] end
-          s1, p1, s2, p2 = addOldest(s1, p1, s2, p2, child[S1], child[P1])
-          if child[S2] ~= 0 then s1, p1, s2, p2 = addOldest(s1, p1, s2, p2, child[S2], child[P2]) end
+        if n[side] ~= 0 then
+          local b = SIDE[side]
+          if n[b + MU] < mu then mu = n[b + MU] end
+          if n[b + MV] < mv then mv = n[b + MV] end
+          s1, p1, s2, p2 = addOldest(s1, p1, s2, p2, n[b + S1], n[b + P1])
+          if n[b + S2] ~= 0 then s1, p1, s2, p2 = addOldest(s1, p1, s2, p2, n[b + S2], n[b + P2]) end
         end
       end
-      n[MU], n[MV], n[S1], n[P1], n[S2], n[P2] = mu, mv, s1, p1, s2, p2
-      self.dirty[n[SEQ]] = n
+      return mu, mv, s1, p1, s2, p2
+    end
+
+    -- Points n's child `side` at the subtree `c` (0 for none) and keeps that subtree's summary
+    -- there. n is written only if that changed anything: a change deep down that leaves a
+    -- subtree's summary as it was stops there.
+    function Tree:attach(n, side, c)
+      local mu, mv, s1, p1, s2, p2 = 0, 0, 0, '', 0, ''
+      if c ~= 0 then mu, mv, s1, p1, s2, p2 = self:whole(self:node(c)) end
+      local b = SIDE[side]
+      if n[side] ~= c or n[b + MU] ~= mu or n[b + MV] ~= mv or n[b + S1] ~= s1 or n[b + P1] ~= p1 or n[b + S2] ~= s2 or n[b + P2] ~= p2 then
+        n[side], n[b + MU], n[b + MV], n[b + S1], n[b + P1], n[b + S2], n[b + P2] = c, mu, mv, s1, p1, s2, p2
+        self.dirty[n[SEQ]] = n
+      end
     end
 
     local function before(a, b) return a[X] < b[X] or (a[X] == b[X] and a[SEQ] < b[SEQ]) end
@@ -112,13 +134,11 @@ do
       local n = self:node(seq)
       if before(n, key) then
         local a, b = self:split(n[R], key)
-        n[R] = a
-        self:summarize(n)
+        self:attach(n, R, a)
         return seq, b
       end
       local a, b = self:split(n[L], key)
-      n[L] = b
-      self:summarize(n)
+      self:attach(n, L, b)
       return a, seq
     end
 
@@ -128,28 +148,23 @@ do
       if b == 0 then return a end
       local na, nb = self:node(a), self:node(b)
       if na[PR] >= nb[PR] then
-        na[R] = self:merge(na[R], b)
-        self:summarize(na)
+        self:attach(na, R, self:merge(na[R], b))
         return a
       end
-      nb[L] = self:merge(a, nb[L])
-      self:summarize(nb)
+      self:attach(nb, L, self:merge(a, nb[L]))
       return b
     end
 
     function Tree:insertAt(seq, n)
-      if seq == 0 then
-        self:summarize(n)
-        return n[SEQ]
-      end
+      if seq == 0 then return n[SEQ] end
       local at = self:node(seq)
       if n[PR] > at[PR] then
-        n[L], n[R] = self:split(seq, n)
-        self:summarize(n)
+        local a, b = self:split(seq, n)
+        self:attach(n, L, a)
+        self:attach(n, R, b)
         return n[SEQ]
       end
-      if before(n, at) then at[L] = self:insertAt(at[L], n) else at[R] = self:insertAt(at[R], n) end
-      self:summarize(at)
+      if before(n, at) then self:attach(at, L, self:insertAt(at[L], n)) else self:attach(at, R, self:insertAt(at[R], n)) end
       return seq
     end
 
@@ -160,9 +175,9 @@ do
         self.gone[seq], self.dirty[seq], self.nodes[seq] = true, nil, nil
         return self:merge(at[L], at[R]), true
       end
-      local removed
-      if before(key, at) then at[L], removed = self:removeAt(at[L], key) else at[R], removed = self:removeAt(at[R], key) end
-      if removed then self:summarize(at) end
+      local side = before(key, at) and L or R
+      local child, removed = self:removeAt(at[side], key)
+      if removed then self:attach(at, side, child) end
       return seq, removed
     end
 
@@ -194,12 +209,12 @@ do
     end
 
     local function newNode(scatter, rating, createdAt, player, id, seq)
-      return { rating, createdAt, player, id, seq, priority(scatter, seq), 0, 0, 0, 0, 0, '', 0, '' }
+      return { rating, createdAt, player, id, seq, priority(scatter, seq), 0, 0, 0, 0, 0, '', 0, '', 0, 0, 0, '', 0, '' }
     end
 
     -- Writes the changed nodes and the meta field.
     function Tree:flush()
-      local meta = cmsgpack.pack({ self.root, self.size, self.salt, self.widen, self.always and 1 or 0, self.newest })
+      local meta = cmsgpack.pack({ self.root, self.size, self.salt, self.widen, self.always and 1 or 0, self.newest, RatingTree.LAYOUT })
       local args, n = { 'm', meta }, 2
       for seq, node in pairs(self.dirty) do
         args[n + 1], args[n + 2], n = int(seq), cmsgpack.pack(node), n + 2
@@ -223,7 +238,7 @@ do
     function Tree:insert(rating, createdAt, player, id, seq)
       self.scatter = self.scatter or scatterKey(self.salt)
       local n = newNode(self.scatter, rating, createdAt, player, id, seq)
-      self.nodes[seq] = n
+      self.nodes[seq], self.dirty[seq] = n, n
       self.root = self:insertAt(self.root, n)
       self.size = self.size + 1
       if seq > self.newest then self.newest = seq end
@@ -294,7 +309,9 @@ do
         local n = tree.nodes[seq]
         summarizeAll(n[L])
         summarizeAll(n[R])
-        tree:summarize(n)
+        tree:attach(n, L, n[L])
+        tree:attach(n, R, n[R])
+        tree.dirty[seq] = n
       end
       summarizeAll(tree.root)
       tree:flush()
@@ -312,42 +329,53 @@ do
     --[[
       The farthest fitting ticket on one side of the joiner, within [low, high] (the joiner's
       rating is `low` above it, `high` below): the last node of the range (the first, below)
-      whose reach score (MU above, MV below) meets `bound` and that fits. O(log n): only subtrees
-      along the range's two edges are entered without holding such a node.
+      whose reach score (MU above, MV below) meets `bound` and that fits. `least` is the least
+      such score in the subtree at `seq`: a subtree where it misses the bound is never read.
+      O(log n): only subtrees along the range's two edges are entered without holding such a node.
     ]]
-    local function farthest(tree, seq, low, high, bound, fits, score, far, near)
-      while seq ~= 0 do
+    local function farthest(tree, seq, least, low, high, bound, fits, score, far, near)
+      while seq ~= 0 and least <= bound do
         local n = tree:node(seq)
-        if n[score] > bound then return nil end
         if n[X] > high then
-          seq = n[L]
+          seq, least = n[L], n[SIDE[L] + score]
         elseif n[X] < low then
-          seq = n[R]
+          seq, least = n[R], n[SIDE[R] + score]
         else
-          local found = farthest(tree, n[far], low, high, bound, fits, score, far, near)
+          local found = farthest(tree, n[far], n[SIDE[far] + score], low, high, bound, fits, score, far, near)
           if found then return found end
           if fits(n) then return n end
-          seq = n[near]
+          seq, least = n[near], n[SIDE[near] + score]
         end
       end
       return nil
     end
 
-    function Tree:farAbove(low, high, upBound, fits) return farthest(self, self.root, low, high, upBound, fits, MU, R, L) end
-    function Tree:farBelow(low, high, downBound, fits) return farthest(self, self.root, low, high, downBound, fits, MV, L, R) end
+    function Tree:farAbove(low, high, upBound, fits)
+      local root = self:node(self.root)
+      if not root then return nil end
+      local mu = self:whole(root)
+      return farthest(self, self.root, mu, low, high, upBound, fits, MU, R, L)
+    end
+    function Tree:farBelow(low, high, downBound, fits)
+      local root = self:node(self.root)
+      if not root then return nil end
+      local _, mv = self:whole(root)
+      return farthest(self, self.root, mv, low, high, downBound, fits, MV, L, R)
+    end
 
     -- The node of the oldest ticket of a player other than `player` whose rating is in [low,
-    -- high], or nil: two paths down, each taking whole subtrees by their summaries.
+    -- high], or nil: two paths down, each taking whole subtrees by their summaries (kept in
+    -- their parents: those subtrees are not read).
     function Tree:oldestIn(low, high, player)
       local best = nil
       local function take(n)
         if n[PL] ~= player and (best == nil or n[SEQ] < best) then best = n[SEQ] end
       end
-      local function takeAll(seq)
-        local n = self:node(seq)
-        if not n then return end
-        local s = n[S1]
-        if n[P1] == player then s = n[S2] end
+      local function takeSide(n, side) -- the whole subtree of n's child `side`, by its summary
+        if n[side] == 0 then return end
+        local b = SIDE[side]
+        local s = n[b + S1]
+        if n[b + P1] == player then s = n[b + S2] end
         if s ~= 0 and (best == nil or s < best) then best = s end
       end
       local seq = self.root
@@ -361,12 +389,12 @@ do
       seq = top[L]
       while seq ~= 0 do
         local n = self:node(seq)
-        if n[X] >= low then take(n); takeAll(n[R]); seq = n[L] else seq = n[R] end
+        if n[X] >= low then take(n); takeSide(n, R); seq = n[L] else seq = n[R] end
       end
       seq = top[R]
       while seq ~= 0 do
         local n = self:node(seq)
-        if n[X] <= high then take(n); takeAll(n[L]); seq = n[R] else seq = n[L] end
+        if n[X] <= high then take(n); takeSide(n, L); seq = n[R] else seq = n[L] end
       end
       return best and self:node(best) or nil
     end
@@ -407,7 +435,7 @@ do
       if blob then
         local m = cmsgpack.unpack(blob)
         tree = methods().newTree(key, m[1], m[2], m[3], m[4], m[5] == 1, m[6])
-        if not tree.always and not RatingTree.inSync(scope, queue, tree) then
+        if m[7] ~= RatingTree.LAYOUT or (not tree.always and not RatingTree.inSync(scope, queue, tree)) then
           tree:drop()
           return nil, true
         end
