@@ -94,9 +94,9 @@ function rows(results: Results, errors: Map<Section, string>, only: Set<Section>
       // per waiting ticket against depth 1k.
       const builds = a.oldestBehind.filter((s) => s.depth > 0 && typeof s.treeBuildUs === 'number');
       const firstBuild = builds[0];
+      const basePerTicket = firstBuild ? firstBuild.treeBuildUs! / firstBuild.depth : 0;
       for (const s of builds) {
         const perTicket = s.treeBuildUs! / s.depth;
-        const basePerTicket = firstBuild!.treeBuildUs! / firstBuild!.depth;
         const ratio = perTicket / basePerTicket;
         out.push({
           group: 'admission', metric: `admission (d) that builds the rating tree at ${depthName(s.depth)}, per waiting ticket`, value: perTicket, unit: 'µs',

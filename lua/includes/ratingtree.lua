@@ -1,11 +1,11 @@
 --[[
   The rating tree of one rated queue (keys.lua treeKey): a treap of its waiting tickets ordered
-  by (rating, sequence), each node summing up its subtree, so that the oldest compatible ticket
-  is found in O(log n) whatever the queue holds (pairing.lua treePartner says how). It costs
-  every join and leave of the queue O(log n) node reads, so a queue has one only while it needs
-  it: pairing.lua builds it when its cheaper reads do not finish, leaveQueue drops it once the
-  queue holds fewer than TREE_MIN tickets, and RatingTree.open drops one that scripts unaware of
-  it (an older version) left out of sync with the queue.
+  by (rating, sequence), each node summing up its children's subtrees, so that the oldest
+  compatible ticket is found in O(log n) whatever the queue holds (pairing.lua treePartner says
+  how). It costs every join and leave of the queue O(log n) node reads, so a queue has one only
+  while it needs it: pairing.lua builds it when its cheaper reads do not finish, leaveQueue
+  drops it once the queue holds fewer than TREE_MIN tickets, and RatingTree.open drops one that
+  scripts unaware of it (an older version) left out of sync with the queue.
 
   One hash:
     m       cmsgpack of { root, size, salt, widen, always, newest, layout }:
@@ -268,12 +268,13 @@ do
     local function build(scope, queue, widen, salt, entries, always)
       local key = treeKey(scope, queue)
       redis.call('DEL', key)
-      local newest = 0
-      for _, e in ipairs(entries) do if e[5] > newest then newest = e[5] end end
-      local tree = newTree(key, 0, #entries, salt, widen, always, newest)
+      local tree = newTree(key, 0, #entries, salt, widen, always)
       local nodes, scatter = {}, scatterKey(salt)
       tree.scatter = scatter
-      for i, e in ipairs(entries) do nodes[i] = newNode(scatter, e[2], e[3], e[4], e[1], e[5]) end
+      for i, e in ipairs(entries) do
+        nodes[i] = newNode(scatter, e[2], e[3], e[4], e[1], e[5])
+        if e[5] > tree.newest then tree.newest = e[5] end
+      end
       -- Runs of one rating come in ID order from qr: put them in sequence order (sorting the
       -- numbers, not the nodes by a Lua comparator: a run of 50k took that 0.3 s).
       local i = 1
@@ -350,18 +351,16 @@ do
       return nil
     end
 
-    function Tree:farAbove(low, high, upBound, fits)
-      local root = self:node(self.root)
+    -- farthest from the root, whose least score no parent keeps: the root's whole summary.
+    local function farthestFromRoot(tree, low, high, bound, fits, score, far, near)
+      local root = tree:node(tree.root)
       if not root then return nil end
-      local mu = self:whole(root)
-      return farthest(self, self.root, mu, low, high, upBound, fits, MU, R, L)
+      local mu, mv = tree:whole(root)
+      return farthest(tree, tree.root, score == MU and mu or mv, low, high, bound, fits, score, far, near)
     end
-    function Tree:farBelow(low, high, downBound, fits)
-      local root = self:node(self.root)
-      if not root then return nil end
-      local _, mv = self:whole(root)
-      return farthest(self, self.root, mv, low, high, downBound, fits, MV, L, R)
-    end
+
+    function Tree:farAbove(low, high, upBound, fits) return farthestFromRoot(self, low, high, upBound, fits, MU, R, L) end
+    function Tree:farBelow(low, high, downBound, fits) return farthestFromRoot(self, low, high, downBound, fits, MV, L, R) end
 
     -- The node of the oldest ticket of a player other than `player` whose rating is in [low,
     -- high], or nil: two paths down, each taking whole subtrees by their summaries (kept in

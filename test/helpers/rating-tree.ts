@@ -50,7 +50,7 @@ export async function ratingTreeUnsure(redis: RedisClient, keys: Keys, appId: st
   return Number((await redis.hget(keys.queueRatingTree(appId, queue), 'unsure')) ?? 0);
 }
 
-/** The queue's rating tree's meta ({ root, size, widen, always, newest }), or null when it has none. */
+/** The queue's rating tree's meta ({ root, size, widen, always, newest, layout }), or null when it has none. */
 export async function ratingTreeMeta(
   redis: RedisClient,
   keys: Keys,
